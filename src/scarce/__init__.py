@@ -1,0 +1,44 @@
+"""scarce: rare-failure probabilities of AI systems with Subset Simulation and geometric rulers.
+
+The top level imports only numpy (and scipy lazily); torch, transformers, dask
+and matplotlib are imported where they are used.
+
+>>> import scarce
+>>> result = scarce.SubsetSimulation(n_samples=500).estimate(scarce.problems.linear(dim=10, probability=1e-3), seed=0)
+>>> result.reached_failure
+True
+"""
+
+from scarce import problems
+from scarce.errors import (
+    BudgetExhaustedWarning,
+    EvaluationError,
+    LowAcceptanceWarning,
+    ScarceError,
+    ScarceWarning,
+    StalledLevelWarning,
+)
+from scarce.estimators import MonteCarlo, SubsetSimulation
+from scarce.kernels import ConditionalSampling, ModifiedMetropolis, make_kernel
+from scarce.problem import RareEventProblem
+from scarce.results import EstimateResult, LevelDiagnostics
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetExhaustedWarning",
+    "ConditionalSampling",
+    "EstimateResult",
+    "EvaluationError",
+    "LevelDiagnostics",
+    "LowAcceptanceWarning",
+    "ModifiedMetropolis",
+    "MonteCarlo",
+    "RareEventProblem",
+    "ScarceError",
+    "ScarceWarning",
+    "StalledLevelWarning",
+    "SubsetSimulation",
+    "make_kernel",
+    "problems",
+]

@@ -1,0 +1,106 @@
+"""Command-line interface: a thin Typer app over the library.
+
+``scarce estimate --problem linear --dim 100 --pf 1e-6 --n-samples 2000 --seed 0``
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Rare-failure probabilities with Subset Simulation (SCARCE).")
+
+
+class Method(str, Enum):
+    ss = "ss"
+    mc = "mc"
+
+
+@app.callback()
+def main() -> None:
+    """scarce: estimate rare failure probabilities with far fewer model queries than Monte Carlo."""
+
+
+@app.command()
+def estimate(
+    problem: str = typer.Option("linear", help="Benchmark problem: linear, four_branch, chi_square, two_regions."),
+    dim: Optional[int] = typer.Option(None, help="Latent dimension (linear: 100, chi_square: 50, two_regions: 10)."),
+    pf: Optional[float] = typer.Option(None, help="Exact failure probability of the problem (linear, chi_square, two_regions)."),
+    k: float = typer.Option(7.0, help="four_branch: branch offset k."),
+    method: Method = typer.Option(Method.ss, help="ss: Subset Simulation; mc: crude Monte Carlo."),
+    n_samples: int = typer.Option(2000, help="Samples per level (Monte Carlo: total samples)."),
+    level_probability: float = typer.Option(0.1, help="Target conditional probability p0 in (0, 0.5]."),
+    kernel: str = typer.Option("acs", help="MCMC kernel: acs (adaptive conditional sampling) or mma (modified Metropolis)."),
+    max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
+    seed: int = typer.Option(0, help="Random seed."),
+    confidence: float = typer.Option(0.95, help="Confidence level of the interval."),
+    delta: float = typer.Option(0.05, help="Error budget of the anytime-valid envelope."),
+    json_output: bool = typer.Option(False, "--json", help="Print the result as JSON instead of tables."),
+) -> None:
+    """Estimate the failure probability of a benchmark problem with a known answer."""
+    import warnings
+
+    from scarce.errors import ScarceError, ScarceWarning
+    from scarce.estimators import MonteCarlo, SubsetSimulation
+    from scarce.kernels import make_kernel
+    from scarce.problems import make_problem
+
+    params: dict[str, object] = {}
+    if problem == "four_branch":
+        params["k"] = k
+    else:
+        if dim is not None:
+            params["dim"] = dim
+        if pf is not None:
+            params["probability"] = pf
+    try:
+        rare = make_problem(problem, **params)
+        if method is Method.ss:
+            estimator = SubsetSimulation(
+                n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel), max_queries=max_queries
+            )
+        else:
+            estimator = MonteCarlo(n_samples=n_samples)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ScarceWarning)
+            if json_output:
+                result = estimator.estimate(rare, seed=seed)
+            else:
+                result = _with_progress(estimator, rare, seed)
+    except (ScarceError, TypeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    if json_output:
+        typer.echo(result.to_json(indent=2))
+        return
+    from scarce.reporting.tables import print_result
+
+    print_result(result, exact=rare.exact_probability, confidence=confidence, delta=delta)
+    for w in caught:
+        typer.echo(f"warning: {w.message}", err=True)
+
+
+def _with_progress(estimator, problem, seed):  # type: ignore[no-untyped-def]
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    expected = None
+    if problem.exact_probability and getattr(estimator, "level_probability", None):
+        expected = max(1, math.ceil(math.log(problem.exact_probability) / math.log(estimator.level_probability)))
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} levels"),
+        TimeElapsedColumn(), transient=True,
+    ) as progress:
+        task = progress.add_task(f"{problem.name}", total=expected)
+
+        def on_level(diag) -> None:  # type: ignore[no-untyped-def]
+            if diag.level > 0:
+                progress.update(task, advance=1, description=f"{problem.name}: level {diag.level}, threshold {diag.threshold:.4g}")
+
+        return estimator.estimate(problem, seed=seed, callback=on_level)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,149 @@
+r"""Error bars of Subset Simulation: CoV, intervals and the Ville envelope.
+
+Coefficient of variation (Au and Beck 2001, eqs. 27-29).  For a level whose
+``N`` samples come from ``N_c`` Markov chains, the counted fraction ``p`` of an
+indicator ``I`` has squared CoV
+
+.. math:: \delta^2 = \frac{1 - p}{N p} (1 + \gamma), \qquad
+          \gamma = 2 \sum_{k=1}^{N_s - 1} \Bigl(1 - \frac{k}{N_s}\Bigr) \rho(k),
+
+where ``rho(k)`` is the lag-``k`` autocorrelation of the indicator along the
+chains, estimated from the chains themselves.  Levels are combined as
+``delta^2 = sum_l delta_l^2`` (their correlation is neglected, as in Au and
+Beck).
+
+Anytime-valid envelope (paper, Theorem 1 and Corollaries 1-2).  ``M_l =
+P_hat_l / P_l`` is a non-negative supermartingale, so by Ville's inequality,
+with probability at least ``1 - delta``, ``P_hat_l <= P_l / delta`` at every
+level at once, including a data-dependent stopping level.  Equivalently
+``delta * P_hat_l`` is an anytime-valid lower confidence bound on ``P_l``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def chain_correlation_factor(indicator: np.ndarray, mask: np.ndarray) -> float:
+    r"""Au-Beck correlation factor ``gamma`` of an indicator along Markov chains.
+
+    Parameters
+    ----------
+    indicator : ndarray, shape (n_chains, n_steps)
+        ``I[j, k]``: indicator of the ``k``-th state of chain ``j`` (state 0 is the seed).
+    mask : ndarray of bool, shape (n_chains, n_steps)
+        Which states exist (chains may differ in length by one).
+
+    Returns
+    -------
+    float
+        ``gamma >= -1``; 0 when every chain has a single state (independent samples)
+        or the indicator is constant.
+
+    Notes
+    -----
+    ``R(k) = mean over valid pairs of I[j, i] I[j, i + k] - p^2``, ``rho(k) = R(k) / R(0)``
+    with ``R(0) = p (1 - p)``, and ``N_s`` the longest chain length.
+    """
+    values = np.where(mask, indicator, 0.0).astype(float)
+    n_steps = values.shape[1]
+    n = mask.sum()
+    if n_steps < 2 or n == 0:
+        return 0.0
+    p = values.sum() / n
+    r0 = p * (1.0 - p)
+    if r0 <= 0.0:
+        return 0.0
+    gamma = 0.0
+    for lag in range(1, n_steps):
+        pairs = mask[:, :-lag] & mask[:, lag:]
+        n_pairs = pairs.sum()
+        if n_pairs == 0:
+            break
+        r_lag = (values[:, :-lag] * values[:, lag:])[pairs].sum() / n_pairs - p * p
+        gamma += 2.0 * (1.0 - lag / n_steps) * (r_lag / r0)
+    return max(gamma, -1.0)
+
+
+def level_cov(probability: float, n_samples: int, correlation_factor: float = 0.0) -> float:
+    """Au-Beck CoV ``sqrt((1 - p) / (N p) * (1 + gamma))`` of one level's fraction (``inf`` if p = 0)."""
+    if probability <= 0.0:
+        return math.inf
+    return math.sqrt(max(0.0, (1.0 - probability) / (n_samples * probability) * (1.0 + correlation_factor)))
+
+
+def combine_cov(level_covs: list[float] | tuple[float, ...]) -> float:
+    """Total CoV ``sqrt(sum delta_l^2)`` of a product of level fractions."""
+    return math.sqrt(sum(c * c for c in level_covs))
+
+
+def lognormal_interval(probability: float, cov: float, level: float = 0.95) -> tuple[float, float]:
+    r"""Interval ``P * exp(+-z s)`` with ``s^2 = log(1 + cov^2)``.
+
+    The log of a product of level fractions is close to normal; this interval
+    stays positive and is skewed like the estimator.
+    """
+    from scipy.stats import norm
+
+    if probability <= 0.0 or not math.isfinite(cov):
+        return (0.0, math.nan)
+    s = math.sqrt(math.log1p(cov * cov))
+    z = float(norm.ppf(0.5 + level / 2.0))
+    return (probability * math.exp(-z * s), probability * math.exp(z * s))
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) binomial interval for ``k`` successes in ``n`` trials."""
+    from scipy.stats import beta
+
+    alpha = 1.0 - level
+    lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return (lo, hi)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """Ville's anytime-valid envelope of a Subset Simulation run.
+
+    With probability at least ``1 - delta``, ``P_hat_l <= P_l / delta`` at
+    every level ``l`` simultaneously.
+
+    Attributes
+    ----------
+    delta : float
+        Error budget, in (0, 1).
+    level_lower : tuple of float
+        ``delta * P_hat_l``: lower bounds on the path-wise level probabilities ``P_l``,
+        valid at every level at once.
+    lower : float
+        ``delta * P_hat``: the lower bound on the final probability (the failure
+        probability when the run reached the failure event).
+    factor : float
+        Multiplier applied to the bounds (1, or a calibration constant ``C_tau``).
+    """
+
+    delta: float
+    level_lower: tuple[float, ...]
+    lower: float
+    factor: float = 1.0
+
+    @classmethod
+    def from_running(cls, running: list[float] | tuple[float, ...], final: float, delta: float) -> Envelope:
+        """Build the envelope from the running estimates ``P_hat_l`` and the final estimate."""
+        from scarce.errors import check_in_interval
+
+        delta = check_in_interval("delta", delta, 0.0, 1.0, high_open=True)
+        return cls(delta=delta, level_lower=tuple(delta * p for p in running), lower=delta * final)
+
+    def scaled(self, factor: float) -> Envelope:
+        """The envelope of ``factor * P_hat`` (a calibration constant fixed before the run)."""
+        return Envelope(
+            delta=self.delta,
+            level_lower=tuple(factor * v for v in self.level_lower),
+            lower=factor * self.lower,
+            factor=self.factor * factor,
+        )

@@ -1,0 +1,6 @@
+"""Estimators of a failure probability; all return :class:`scarce.results.EstimateResult`."""
+
+from scarce.estimators.montecarlo import MonteCarlo
+from scarce.estimators.subset import SubsetSimulation
+
+__all__ = ["MonteCarlo", "SubsetSimulation"]

@@ -1,0 +1,148 @@
+"""The vectorised chain driver: all chains of a level advance together.
+
+At MCMC step ``t`` every chain that is still running proposes a candidate, the
+candidates are evaluated in ONE batched call, and each chain accepts its
+candidate exactly when it lies in the level (DESIGN.md section 2, decision 4).
+Chains differ in length by at most one; sorting them longest first makes the
+running chains a leading slice, so no masking is needed in the hot loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from scarce.kernels.adaptation import adapt_scale
+from scarce.kernels.base import Kernel, KernelParams
+
+#: ``evaluate(u, step) -> effective scores`` (``+inf`` for failures).
+LatentEvaluate = Callable[[np.ndarray, int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Population:
+    """The samples of one level, laid out by chain.
+
+    Attributes
+    ----------
+    u : ndarray, shape (n_chains, length, d)
+        Latent states; ``u[j, 0]`` is chain ``j``'s seed.
+    score : ndarray, shape (n_chains, length)
+        Effective scores (``+inf`` where the sample failed, ``nan`` where ``mask`` is false).
+    mask : ndarray of bool, shape (n_chains, length)
+        Which states exist (chain lengths differ by at most one).
+    """
+
+    u: np.ndarray
+    score: np.ndarray
+    mask: np.ndarray
+
+    @classmethod
+    def independent(cls, u: np.ndarray, score: np.ndarray) -> Population:
+        """A population of independent samples (level 0): ``N`` chains of length 1."""
+        return cls(u=u[:, None, :], score=score[:, None], mask=np.ones((u.shape[0], 1), dtype=bool))
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.mask.sum())
+
+    def flat_scores(self) -> np.ndarray:
+        """Scores of the existing states, shape ``(N,)``."""
+        return self.score[self.mask]
+
+    def flat_u(self) -> np.ndarray:
+        """Latent states of the existing samples, shape ``(N, d)`` (same order as :meth:`flat_scores`)."""
+        return self.u[self.mask]
+
+    def n_failed(self) -> int:
+        """Failures (score ``+inf``) in the population."""
+        return int(np.count_nonzero(np.isposinf(self.score[self.mask])))
+
+
+@dataclass(frozen=True)
+class ChainStats:
+    """Summary of one level's MCMC: acceptance rate, final scale, model evaluations."""
+
+    acceptance_rate: float
+    scale: float
+    n_queries: int
+
+
+def chain_lengths(n_samples: int, n_chains: int) -> np.ndarray:
+    """Lengths (states including the seed) of ``n_chains`` chains sharing ``n_samples`` states, longest first."""
+    base, extra = divmod(n_samples, n_chains)
+    lengths = np.full(n_chains, base, dtype=int)
+    lengths[:extra] += 1
+    return lengths
+
+
+def run_chains(
+    kernel: Kernel,
+    seeds_u: np.ndarray,
+    seeds_score: np.ndarray,
+    threshold: float,
+    n_samples: int,
+    scale: float,
+    evaluate: LatentEvaluate,
+    rng: np.random.Generator,
+) -> tuple[Population, ChainStats]:
+    """Grow ``n_samples`` states of N(0, I) restricted to ``{score >= threshold}`` from the seeds.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    seeds_u : ndarray, shape (n_seeds, d)
+        Seeds, distributed as the level's target; they are the chains' first states.
+    seeds_score : ndarray, shape (n_seeds,)
+        Their effective scores (all ``>= threshold``).
+    threshold : float
+    n_samples : int
+        Total states of the level, seeds included.
+    scale : float
+        Kernel scale at the first step (adapted when ``kernel.adapt``).
+    evaluate : callable
+        ``evaluate(u_batch, step) -> effective scores``; called once per step.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    (Population, ChainStats)
+    """
+    order = rng.permutation(seeds_u.shape[0])  # which seeds get the longer chains is random
+    current_u = seeds_u[order].copy()
+    current_s = seeds_score[order].copy()
+    n_chains, dim = current_u.shape
+    lengths = chain_lengths(n_samples, n_chains)
+    length = int(lengths[0])
+    u = np.empty((n_chains, length, dim))
+    score = np.full((n_chains, length), np.nan)
+    mask = np.arange(length)[None, :] < lengths[:, None]
+    u[:, 0], score[:, 0] = current_u, current_s
+
+    params: KernelParams = kernel.tune(current_u, scale)
+    n_accepted = n_proposed = n_queries = 0
+    for step in range(1, length):
+        active = int(np.count_nonzero(lengths > step))  # a leading slice: lengths are sorted
+        cur_u, cur_s = current_u[:active], current_s[:active]
+        candidate = kernel.propose(cur_u, params, rng)
+        moved = np.any(candidate != cur_u, axis=1)  # an unchanged candidate needs no model call
+        cand_s = cur_s.copy()
+        if moved.all():
+            cand_s = evaluate(candidate, step)
+            n_queries += active
+        elif moved.any():
+            cand_s[moved] = evaluate(candidate[moved], step)
+            n_queries += int(moved.sum())
+        accept = moved & (cand_s >= threshold)
+        cur_u[accept] = candidate[accept]
+        cur_s[accept] = cand_s[accept]
+        u[:active, step], score[:active, step] = cur_u, cur_s
+        n_accepted += int(accept.sum())
+        n_proposed += active
+        if kernel.adapt:
+            params = replace(params, scale=adapt_scale(params.scale, accept.sum() / active, kernel.target_acceptance, step))
+    rate = n_accepted / n_proposed if n_proposed else math.nan
+    return Population(u=u, score=score, mask=mask), ChainStats(rate, params.scale, n_queries)

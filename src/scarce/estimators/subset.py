@@ -1,0 +1,308 @@
+r"""Subset Simulation with the exact terminal event and tie-aware levels.
+
+.. math:: \hat P_f = \prod_{l=1}^{L-1} \hat p_l \cdot \frac{K_L}{N},
+          \qquad \hat p_l = \frac{\#\{\text{score} \ge \gamma_l\}}{N}.
+
+Decisions (DESIGN.md section 2): a sample that truly failed gets the effective
+score ``+inf``, so it always survives and the last level is the failure event
+itself; the level probability is the counted fraction (ties included); a level
+that cannot rise is resampled at the same threshold and flagged, at most
+``max_stalls`` times in a row, never jumped to the failure threshold; all chains
+advance together with one batched model call per MCMC step.
+
+References: Au and Beck (2001), Probabilistic Engineering Mechanics 16(4);
+Papaioannou et al. (2015), Probabilistic Engineering Mechanics 41; the SCARCE
+paper, Algorithm 1 and Section 4.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from scarce.envelope import chain_correlation_factor, combine_cov, level_cov
+from scarce.errors import (
+    BudgetExhaustedWarning,
+    LowAcceptanceWarning,
+    ScarceError,
+    StalledLevelWarning,
+    check_in_interval,
+    check_positive_int,
+)
+from scarce.estimators.chains import ChainStats, Population, run_chains
+from scarce.kernels import ConditionalSampling, Kernel
+from scarce.levels import ThresholdChoice, n_seeds_target, next_threshold
+from scarce.problem import RareEventProblem
+from scarce.results import EstimateResult, LevelDiagnostics
+from scarce.seeding import SeedLike, as_generator, describe_seed
+
+LevelCallback = Callable[[LevelDiagnostics], None]
+
+
+class SubsetSimulation:
+    """Subset Simulation estimator of a rare failure probability.
+
+    Parameters
+    ----------
+    n_samples : int
+        ``N``, samples per level.
+    level_probability : float
+        Target conditional probability ``p0`` in (0, 0.5]; ``N * p0 >= 1``.
+    kernel : Kernel, optional
+        MCMC move; :class:`~scarce.kernels.ConditionalSampling` by default.
+    max_levels : int
+        Stop (flagged, ``status="max_levels"``) after this many levels.
+    max_queries : int, optional
+        Query budget; a level that would exceed it is not started and the partial
+        result is returned, flagged ``status="budget"``.
+    max_stalls : int
+        Consecutive resamplings of a level that cannot rise before the run stops
+        with ``status="stalled"``.
+
+    Examples
+    --------
+    >>> from scarce.problems import linear
+    >>> result = SubsetSimulation(n_samples=1000).estimate(linear(dim=10, probability=1e-4), seed=0)
+    >>> result.reached_failure, 3e-5 < result.probability < 3e-4
+    (True, True)
+    """
+
+    method = "subset_simulation"
+
+    def __init__(
+        self,
+        n_samples: int = 2000,
+        level_probability: float = 0.1,
+        kernel: Kernel | None = None,
+        max_levels: int = 50,
+        max_queries: int | None = None,
+        max_stalls: int = 2,
+    ) -> None:
+        self.n_samples = n_samples
+        self.level_probability = level_probability
+        self.kernel = kernel
+        self.max_levels = max_levels
+        self.max_queries = max_queries
+        self.max_stalls = max_stalls
+
+    def _validate(self) -> Kernel:
+        check_positive_int("n_samples", self.n_samples, minimum=2)
+        check_in_interval("level_probability", self.level_probability, 0.0, 0.5)
+        if self.n_samples * self.level_probability < 1:
+            raise ScarceError(
+                f"n_samples * level_probability must be >= 1 (at least one seed per level), got "
+                f"{self.n_samples} * {self.level_probability} = {self.n_samples * self.level_probability:g}"
+            )
+        check_positive_int("max_levels", self.max_levels)
+        check_positive_int("max_stalls", self.max_stalls, minimum=0)
+        if self.max_queries is not None:
+            check_positive_int("max_queries", self.max_queries)
+            if self.max_queries < self.n_samples:
+                raise ScarceError(
+                    f"max_queries must be at least n_samples={self.n_samples} (the first level), got {self.max_queries}"
+                )
+        kernel = ConditionalSampling() if self.kernel is None else self.kernel
+        if not isinstance(kernel, Kernel):
+            raise ScarceError(f"kernel must be a scarce.kernels.Kernel, got {type(kernel).__name__}")
+        return kernel
+
+    def estimate(
+        self,
+        problem: RareEventProblem,
+        seed: SeedLike = None,
+        callback: LevelCallback | None = None,
+    ) -> EstimateResult:
+        """Estimate ``problem``'s failure probability.
+
+        Parameters
+        ----------
+        problem : RareEventProblem
+        seed : int, SeedSequence, Generator or None
+        callback : callable, optional
+            Called with each finished level's :class:`LevelDiagnostics` (progress bars).
+
+        Returns
+        -------
+        EstimateResult
+            ``status`` says why the run stopped; ``reached_failure`` is False for a
+            partial result, whose ``probability`` is the last level's probability
+            times its failure fraction (0 when it holds no failure).
+        """
+        kernel = self._validate()
+        if not isinstance(problem, RareEventProblem):
+            raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
+        run = _Run(self, kernel, problem, as_generator(seed), callback)
+        result = run.execute()
+        return EstimateResult(
+            **result,
+            method=self.method,
+            n_samples=self.n_samples,
+            level_probability=self.level_probability,
+            interval="lognormal",
+            problem=problem.name,
+            info={"kernel": repr(kernel), "seed": describe_seed(seed), "max_queries": self.max_queries},
+        )
+
+
+@dataclass
+class _Level:
+    """Bookkeeping of the level being built."""
+
+    threshold: float
+    population: Population
+    stats: ChainStats | None
+    stalled: bool = False
+
+
+class _Run:
+    """One execution of Subset Simulation (keeps ``estimate`` free of loop state)."""
+
+    def __init__(
+        self,
+        config: SubsetSimulation,
+        kernel: Kernel,
+        problem: RareEventProblem,
+        rng: np.random.Generator,
+        callback: LevelCallback | None,
+    ) -> None:
+        self.config, self.kernel, self.problem, self.rng, self.callback = config, kernel, problem, rng, callback
+        self.n = config.n_samples
+        self.n_queries = 0
+        self.level_index = 0
+        self.diagnostics: list[LevelDiagnostics] = []
+        self.level_covs: list[float] = []
+
+    def evaluate(self, u: np.ndarray, step: int) -> np.ndarray:
+        where = f"at level {self.level_index}" + (f", MCMC step {step}" if step else "")
+        score, failed = self.problem.evaluate_latent(u, where=where)
+        self.n_queries += u.shape[0]
+        return np.where(failed, np.inf, score)
+
+    def execute(self) -> dict:
+        start = time.perf_counter()
+        cfg, n = self.config, self.n
+        u0 = self.rng.standard_normal((n, self.problem.dim))
+        s0 = self.evaluate(u0, 0)
+        level = _Level(threshold=-math.inf, population=Population.independent(u0, s0), stats=ChainStats(math.nan, math.nan, n))
+        # Level 0 entry: the Monte Carlo population.
+        self.diagnostics.append(
+            LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, n, level.population.n_failed())
+        )
+        if self.callback is not None:
+            self.callback(self.diagnostics[-1])
+        cumulative, scale, stalls = 1.0, self.kernel.initial_scale, 0
+        status = "converged"
+        while True:
+            scores = level.population.flat_scores()
+            choice = next_threshold(scores, cfg.level_probability, level.threshold)
+            gamma = chain_correlation_factor(level.population.score >= choice.threshold, level.population.mask)
+            if choice.is_failure_level:
+                self._add_level(choice, level, cumulative * choice.probability, gamma, n_queries=0, final=True)
+                cumulative *= choice.probability
+                break
+            if choice.stalled:
+                stalls += 1
+                if stalls > cfg.max_stalls:
+                    status = "stalled"
+                    warnings.warn(
+                        f"Subset Simulation stalled at level {self.level_index}: no sample above threshold "
+                        f"{level.threshold:.6g} after {cfg.max_stalls} resamplings; returning a partial result "
+                        "(reached_failure=False)",
+                        StalledLevelWarning,
+                        stacklevel=4,
+                    )
+                    break
+                warnings.warn(
+                    f"level {self.level_index + 1} cannot rise above threshold {level.threshold:.6g} (ties); "
+                    "resampling at the same threshold",
+                    StalledLevelWarning,
+                    stacklevel=4,
+                )
+            else:
+                stalls = 0
+            if self.level_index + 1 >= cfg.max_levels:
+                status = "max_levels"
+                warnings.warn(f"max_levels={cfg.max_levels} reached before the failure event", BudgetExhaustedWarning, stacklevel=4)
+                break
+            cost = n - (choice.n_above if not choice.stalled else n_seeds_target(n, cfg.level_probability))
+            if cfg.max_queries is not None and self.n_queries + cost > cfg.max_queries:
+                status = "budget"
+                warnings.warn(
+                    f"max_queries={cfg.max_queries} would be exceeded by level {self.level_index + 1} "
+                    f"({self.n_queries} used, {cost} needed); returning a partial result",
+                    BudgetExhaustedWarning,
+                    stacklevel=4,
+                )
+                break
+            level, scale = self._next_level(level, choice, scale)
+            cumulative *= 1.0 if choice.stalled else choice.probability
+            self._add_level(choice, level, cumulative, gamma)
+        last = level.population
+        n_failed = last.n_failed() if status != "converged" else self.diagnostics[-1].n_failed
+        probability = cumulative * (n_failed / n if status != "converged" else 1.0)
+        if status != "converged":
+            self.level_covs.append(level_cov(n_failed / n, n, chain_correlation_factor(np.isposinf(last.score), last.mask)))
+        return {
+            "probability": probability,
+            "cov": combine_cov(self.level_covs) if probability > 0 else math.inf,
+            "n_queries": self.n_queries,
+            "n_failed": n_failed,
+            "reached_failure": status == "converged",
+            "status": status,
+            "levels": tuple(self.diagnostics),
+            "wall_time": time.perf_counter() - start,
+        }
+
+    def _next_level(self, level: _Level, choice: ThresholdChoice, scale: float) -> tuple[_Level, float]:
+        flat_u, flat_s = level.population.flat_u(), level.population.flat_scores()
+        if choice.stalled:
+            # Resample at the same threshold: seeds drawn from the level's own population.
+            pick = self.rng.choice(flat_s.size, size=n_seeds_target(self.n, self.config.level_probability), replace=False)
+            threshold = level.threshold
+        else:
+            pick = np.flatnonzero(flat_s >= choice.threshold)
+            threshold = choice.threshold
+        self.level_index += 1
+        population, stats = run_chains(
+            self.kernel, flat_u[pick], flat_s[pick], threshold, self.n, scale, self.evaluate, self.rng
+        )
+        if stats.acceptance_rate < 0.05:
+            warnings.warn(
+                f"MCMC acceptance {stats.acceptance_rate:.3f} at level {self.level_index}: chains barely move; "
+                "the CoV accounts for it but consider a different kernel or scale",
+                LowAcceptanceWarning,
+                stacklevel=5,
+            )
+        return _Level(threshold, population, stats, stalled=choice.stalled), stats.scale
+
+    def _add_level(
+        self, choice: ThresholdChoice, level: _Level, cumulative: float, gamma: float, n_queries: int | None = None, final: bool = False
+    ) -> None:
+        probability = 1.0 if choice.stalled else choice.probability
+        delta = level_cov(probability, self.n, gamma)
+        self.level_covs.append(delta)
+        if final:
+            self.level_index += 1
+        stats = None if final else level.stats
+        diag = LevelDiagnostics(
+            level=self.level_index,
+            threshold=math.inf if final else level.threshold,
+            probability=probability,
+            cumulative_probability=cumulative,
+            n_seeds=choice.n_above,
+            correlation_factor=gamma,
+            cov=delta,
+            n_queries=0 if stats is None else stats.n_queries,
+            n_failed=choice.n_above if final else level.population.n_failed(),
+            acceptance_rate=math.nan if stats is None else stats.acceptance_rate,
+            kernel_scale=math.nan if stats is None else stats.scale,
+            stalled=choice.stalled,
+        )
+        self.diagnostics.append(diag)
+        if self.callback is not None:
+            self.callback(diag)

@@ -1,0 +1,103 @@
+r"""Pure level rules of Subset Simulation: where to put the next threshold.
+
+Scores here are *effective* scores: a sample that truly failed has score
+``+inf`` (the exact terminal event, DESIGN.md section 2, decision 1), so every
+intermediate event contains the failure set and the last level, the threshold
+``+inf``, is the failure event itself.
+
+The rule is tie-aware (decision 2).  With ``m = round(p0 * N)`` the candidate
+threshold is the ``m``-th largest score; the level probability is the counted
+fraction ``#(score >= threshold) / N``, which exceeds ``p0`` when scores tie at
+the threshold.  When the candidate does not rise above the previous threshold
+(a block of ties at the bottom of the level), the next distinct score above it
+is used instead; when there is none the level has *stalled*: nothing in the
+population lies above the previous threshold.  A stalled level is reported to
+the caller, never skipped by jumping to the failure threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """The next level of a Subset Simulation run.
+
+    Attributes
+    ----------
+    threshold : float
+        Next threshold ``gamma``; ``+inf`` means the failure event.
+    n_above : int
+        ``#(score >= threshold)`` in the current population (the seeds).
+    probability : float
+        The counted level probability ``n_above / N``.
+    stalled : bool
+        True when no score lies above the previous threshold: the level cannot rise.
+    """
+
+    threshold: float
+    n_above: int
+    probability: float
+    stalled: bool
+
+    @property
+    def is_failure_level(self) -> bool:
+        """True when the threshold is the failure event (``+inf``)."""
+        return math.isinf(self.threshold) and self.threshold > 0
+
+
+def n_seeds_target(n_samples: int, level_probability: float) -> int:
+    """Target number of seeds ``m = round(p0 * N)``, at least 1."""
+    return max(1, int(round(level_probability * n_samples)))
+
+
+def next_threshold(scores: np.ndarray, level_probability: float, previous: float = -math.inf) -> ThresholdChoice:
+    """Choose the next threshold from a population's effective scores.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (N,)
+        Effective scores of the current population (``+inf`` for failures); all
+        are ``>= previous``.
+    level_probability : float
+        Target conditional probability ``p0`` in (0, 0.5].
+    previous : float
+        Threshold of the level the population lives in (``-inf`` at level 0).
+
+    Returns
+    -------
+    ThresholdChoice
+
+    Examples
+    --------
+    >>> next_threshold(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]), 0.2)
+    ThresholdChoice(threshold=0.9, n_above=2, probability=0.2, stalled=False)
+
+    Ties at the quantile are counted, not assumed away:
+
+    >>> next_threshold(np.array([0.0, 1, 1, 1, 1, 1, 1, 1, 1, 1]), 0.2)
+    ThresholdChoice(threshold=1.0, n_above=9, probability=0.9, stalled=False)
+
+    A population tied at the previous threshold cannot rise:
+
+    >>> next_threshold(np.array([1.0, 1.0, 1.0, 1.0]), 0.5, previous=1.0).stalled
+    True
+    """
+    n = scores.shape[0]
+    m = n_seeds_target(n, level_probability)
+    # m-th largest score, by partition (O(N)) rather than a full sort.
+    candidate = float(np.partition(scores, n - m)[n - m])
+    stalled = False
+    if not candidate > previous:
+        above = scores[scores > previous]
+        if above.size == 0:
+            stalled = True
+            candidate = previous
+        else:
+            candidate = float(above.min())
+    n_above = int(np.count_nonzero(scores >= candidate))
+    return ThresholdChoice(threshold=candidate, n_above=n_above, probability=n_above / n, stalled=stalled)

@@ -1,0 +1,1 @@
+"""Tables and figures built from results (rich and matplotlib are imported where used)."""

@@ -1,0 +1,213 @@
+"""One result type shared by every estimator (Subset Simulation, Monte Carlo, baselines)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from scarce.envelope import Envelope, clopper_pearson, lognormal_interval
+
+#: Why a run stopped.
+STATUSES = ("converged", "stalled", "max_levels", "budget")
+
+
+@dataclass(frozen=True)
+class LevelDiagnostics:
+    """What happened at one level of a Subset Simulation run.
+
+    Level 0 is the initial Monte Carlo population (``threshold = -inf``,
+    ``probability = 1``).  Level ``l >= 1`` has threshold ``gamma_l`` chosen from
+    the level ``l - 1`` population, its counted conditional probability
+    ``p_l = #(score >= gamma_l) / N``, and the statistics of the MCMC run that
+    populated it.  The last level of a converged run has ``threshold = inf``
+    (the failure event) and costs no queries.
+
+    Attributes
+    ----------
+    level : int
+    threshold : float
+    probability : float
+        Counted conditional probability ``p_l``.
+    cumulative_probability : float
+        Running estimate ``P_hat_l = p_1 ... p_l``.
+    n_seeds : int
+        Samples of level ``l - 1`` at or above the threshold (the chain seeds).
+    correlation_factor : float
+        Au-Beck ``gamma_l`` of the indicator ``score >= gamma_l`` along the chains of level ``l - 1``.
+    cov : float
+        This level's CoV contribution ``delta_l``.
+    n_queries : int
+        Model evaluations spent to populate this level.
+    n_failed : int
+        Failures in this level's population.
+    acceptance_rate : float
+        MCMC acceptance rate while populating this level (NaN at level 0 and at the failure level).
+    kernel_scale : float
+        Kernel scale used (aCS ``lambda``, Metropolis spread; NaN where no MCMC ran).
+    stalled : bool
+        The threshold could not rise; the level was resampled at the same threshold.
+    """
+
+    level: int
+    threshold: float
+    probability: float
+    cumulative_probability: float
+    n_seeds: int
+    correlation_factor: float
+    cov: float
+    n_queries: int
+    n_failed: int
+    acceptance_rate: float = math.nan
+    kernel_scale: float = math.nan
+    stalled: bool = False
+
+
+@dataclass(frozen=True)
+class EstimateResult:
+    """A failure-probability estimate with its error bars and diagnostics.
+
+    Attributes
+    ----------
+    method : str
+        ``"subset_simulation"``, ``"monte_carlo"``, or a baseline's name.
+    probability : float
+        The estimate ``P_hat``.
+    cov : float
+        Estimated coefficient of variation of ``P_hat`` (``inf`` when ``P_hat = 0``).
+    n_queries : int
+        Model evaluations, every evaluated point counted once.
+    n_samples : int
+        Samples per level (Monte Carlo: the whole sample).
+    n_failed : int
+        Failures in the last population.
+    reached_failure : bool
+        True when the last level is the failure event itself, so ``probability``
+        estimates ``P_f``; False for a stalled or budget-stopped run.
+    status : str
+        Why the run stopped: one of :data:`STATUSES`.
+    levels : tuple of LevelDiagnostics
+    wall_time : float
+        Seconds.
+    level_probability : float or None
+        Target ``p0`` of Subset Simulation.
+    interval : str
+        ``"lognormal"`` (Subset Simulation) or ``"clopper-pearson"`` (Monte Carlo).
+    problem : str
+    info : dict
+        Free-form provenance (kernel, seed, ...).
+    """
+
+    method: str
+    probability: float
+    cov: float
+    n_queries: int
+    n_samples: int
+    n_failed: int
+    reached_failure: bool
+    status: str
+    levels: tuple[LevelDiagnostics, ...] = ()
+    wall_time: float = 0.0
+    level_probability: float | None = None
+    interval: str = "lognormal"
+    problem: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def queries_per_level(self) -> tuple[int, ...]:
+        """Queries spent at each level (level 0 first)."""
+        return tuple(level.n_queries for level in self.levels)
+
+    @property
+    def running_probabilities(self) -> tuple[float, ...]:
+        """``P_hat_l`` for levels 1..L (the quantities the envelope bounds)."""
+        return tuple(level.cumulative_probability for level in self.levels[1:])
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Warnings worth showing next to the number: stalls, budget, unreached failure."""
+        out = []
+        if not self.reached_failure:
+            out.append("failure event not reached")
+        if any(level.stalled for level in self.levels):
+            out.append("stalled level")
+        if self.status == "budget":
+            out.append("query budget exhausted")
+        if self.status == "max_levels":
+            out.append("max_levels reached")
+        return tuple(out)
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Two-sided confidence interval for the failure probability.
+
+        Monte Carlo: exact Clopper-Pearson.  Subset Simulation: log-normal with the
+        estimated CoV; with no failure in the last population, ``(0, u)`` where ``u``
+        is the last level's probability times the Clopper-Pearson upper bound of 0
+        failures in ``N``.
+        """
+        from scarce.errors import check_in_interval
+
+        level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
+        if self.interval == "clopper-pearson":
+            return clopper_pearson(self.n_failed, self.n_samples, level)
+        if self.n_failed == 0 or self.probability <= 0.0:
+            base = self.levels[-1].cumulative_probability if self.levels else 1.0
+            return (0.0, base * clopper_pearson(0, self.n_samples, level)[1])
+        return lognormal_interval(self.probability, self.cov, level)
+
+    def envelope(self, delta: float = 0.05) -> Envelope:
+        """Ville's anytime-valid envelope: with probability >= 1 - delta, ``P_hat_l <= P_l / delta`` at every level.
+
+        ``envelope(delta).lower`` is an anytime-valid lower confidence bound on the
+        probability of the last level reached (the failure probability when
+        ``reached_failure``).
+        """
+        return Envelope.from_running(self.running_probabilities, self.probability, delta)
+
+    # -- serialisation -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (floats may be inf/nan); see :meth:`to_json` for strict JSON."""
+        out = asdict(self)
+        out["levels"] = [asdict(level) for level in self.levels]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EstimateResult:
+        """Inverse of :meth:`to_dict`; accepts the strings "inf", "-inf", "nan" for floats."""
+        data = _decode_floats(dict(data))
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"EstimateResult.from_dict: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
+        levels = tuple(LevelDiagnostics(**level) for level in data.pop("levels", ()))
+        return cls(levels=levels, **data)
+
+    def to_json(self, **kwargs: Any) -> str:
+        """Strict JSON (non-finite floats written as strings "inf", "-inf", "nan")."""
+        return json.dumps(_encode_floats(self.to_dict()), **kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> EstimateResult:
+        """Inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))
+
+
+def _encode_floats(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _encode_floats(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode_floats(v) for v in value]
+    return value
+
+
+def _decode_floats(value: Any) -> Any:
+    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _decode_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_floats(v) for v in value]
+    return value

@@ -1,0 +1,44 @@
+"""End-to-end CLI smoke tests (Typer's runner, no subprocess)."""
+
+import json
+
+from typer.testing import CliRunner
+
+from scarce.cli import app
+
+runner = CliRunner()
+
+
+def test_estimate_prints_tables():
+    result = runner.invoke(app, ["estimate", "--problem", "linear", "--dim", "20", "--pf", "1e-4", "--n-samples", "500"])
+    assert result.exit_code == 0, result.output
+    assert "P_f estimate" in result.output and "anytime lower bound" in result.output
+    assert "levels" in result.output
+
+
+def test_estimate_json_round_trips():
+    from scarce.results import EstimateResult
+
+    result = runner.invoke(app, ["estimate", "--problem", "four_branch", "--n-samples", "500", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["reached_failure"] is True
+    assert EstimateResult.from_dict(data).n_queries == data["n_queries"]
+
+
+def test_monte_carlo_method():
+    result = runner.invoke(app, ["estimate", "--problem", "linear", "--dim", "3", "--pf", "1e-2", "--method", "mc", "--n-samples", "5000", "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.output)["method"] == "monte_carlo"
+
+
+def test_unknown_problem_says_did_you_mean():
+    result = runner.invoke(app, ["estimate", "--problem", "lineer"])
+    assert result.exit_code == 2
+    assert "Did you mean 'linear'" in result.output
+
+
+def test_bad_level_probability_is_a_clean_error():
+    result = runner.invoke(app, ["estimate", "--level-probability", "0.7"])
+    assert result.exit_code == 2
+    assert "level_probability must be in (0, 0.5]" in result.output

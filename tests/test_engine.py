@@ -1,0 +1,292 @@
+"""Subset Simulation and Monte Carlo: known answers, bad input, budgets, reproducibility.
+
+Statistical tests run R seeded repetitions and compare the mean with the truth
+using the standard error measured from those repetitions, so the tolerance
+follows the estimator's own spread.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import scarce
+from scarce import (
+    EvaluationError,
+    ModifiedMetropolis,
+    MonteCarlo,
+    RareEventProblem,
+    StalledLevelWarning,
+    SubsetSimulation,
+)
+from scarce.errors import BudgetExhaustedWarning
+from scarce.problems import chi_square, four_branch, linear, make_problem, two_regions
+from scarce.results import EstimateResult
+
+
+def repeated(problem, estimator, reps):
+    return [estimator.estimate(problem, seed=s) for s in range(reps)]
+
+
+def assert_unbiased(results, truth, n_se=4.0):
+    est = np.array([r.probability for r in results])
+    se = est.std(ddof=1) / math.sqrt(len(est))
+    assert se > 0
+    assert abs(est.mean() - truth) <= n_se * se, (est.mean(), truth, se)
+    return est
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [linear(dim=50, probability=1e-5), chi_square(dim=20, probability=1e-5), two_regions(dim=5, probability=1e-4), four_branch()],
+    ids=lambda p: p.name,
+)
+def test_subset_simulation_is_unbiased_on_known_answers(problem):
+    results = repeated(problem, SubsetSimulation(n_samples=1000), reps=40)
+    est = assert_unbiased(results, problem.exact_probability)
+    assert all(r.reached_failure for r in results)
+    # the estimator is far from a trivial one: its spread is that of a real estimate
+    assert 0.05 < est.std() / est.mean() < 0.6
+
+
+def test_modified_metropolis_is_unbiased():
+    problem = linear(dim=20, probability=1e-4)
+    assert_unbiased(repeated(problem, SubsetSimulation(n_samples=1000, kernel=ModifiedMetropolis()), 40), 1e-4)
+
+
+def test_reported_cov_tracks_observed_spread_and_intervals_cover():
+    problem = linear(dim=50, probability=1e-5)
+    results = repeated(problem, SubsetSimulation(n_samples=1000), reps=60)
+    est = np.array([r.probability for r in results])
+    observed = est.std(ddof=1) / est.mean()
+    reported = np.mean([r.cov for r in results])
+    # the CoV of a CoV estimate from 60 runs is about 1/sqrt(120) ~ 9%: allow 35%
+    assert 0.65 < reported / observed < 1.35, (reported, observed)
+    covered = sum(lo <= 1e-5 <= hi for lo, hi in (r.ci(0.95) for r in results))
+    # Binomial(60, 0.95) is >= 51 with probability > 0.99
+    assert covered >= 51
+
+
+def test_monte_carlo_matches_truth_and_interval_covers():
+    problem = linear(dim=5, probability=1e-2)
+    results = repeated(problem, MonteCarlo(n_samples=20_000, batch_size=3000), reps=30)
+    assert_unbiased(results, 1e-2)
+    assert sum(lo <= 1e-2 <= hi for lo, hi in (r.ci() for r in results)) >= 26
+    r = results[0]
+    assert r.n_queries == 20_000 and r.interval == "clopper-pearson"
+    assert r.cov == pytest.approx(math.sqrt((1 - r.probability) / (20_000 * r.probability)))
+
+
+def test_same_seed_same_numbers_and_different_seed_different_numbers():
+    problem = linear(dim=20, probability=1e-4)
+    a = SubsetSimulation(n_samples=500).estimate(problem, seed=7)
+    b = SubsetSimulation(n_samples=500).estimate(problem, seed=7)
+    c = SubsetSimulation(n_samples=500).estimate(problem, seed=8)
+    assert a.probability == b.probability and a.levels == b.levels
+    assert a.probability != c.probability
+    seq = SubsetSimulation(n_samples=500).estimate(problem, seed=np.random.SeedSequence(7))
+    assert seq.probability == a.probability
+
+
+class CountingProblem:
+    """Wraps a problem's evaluate, recording the size of every model call."""
+
+    def __init__(self, problem):
+        self.calls = []
+        inner = problem.evaluate
+
+        def evaluate(x):
+            self.calls.append(len(x))
+            return inner(x)
+
+        self.problem = RareEventProblem(problem.dim, evaluate, name=problem.name, exact_probability=problem.exact_probability)
+
+
+def test_one_batched_call_per_mcmc_step_and_every_point_counted():
+    wrapped = CountingProblem(linear(dim=30, probability=1e-4))
+    result = SubsetSimulation(n_samples=1000).estimate(wrapped.problem, seed=0)
+    assert sum(wrapped.calls) == result.n_queries == sum(result.queries_per_level)
+    mcmc_levels = [lv for lv in result.levels[1:] if lv.n_queries > 0]
+    # a level of 1000 samples from c ~ 100 seeds has ceil(1000 / c) - 1 steps: one model call each,
+    # covering every chain still running
+    steps = [math.ceil(1000 / lv.n_seeds) - 1 for lv in mcmc_levels]
+    assert len(wrapped.calls) == 1 + sum(steps)
+    assert wrapped.calls[0] == 1000
+    first_level_calls = wrapped.calls[1 : 1 + steps[0]]
+    assert first_level_calls[0] == mcmc_levels[0].n_seeds
+
+
+def test_query_count_matches_levels():
+    result = SubsetSimulation(n_samples=1000).estimate(linear(dim=30, probability=1e-4), seed=0)
+    n_mcmc = sum(1 for lv in result.levels[1:] if lv.n_queries)
+    assert result.n_queries == 1000 + sum(lv.n_queries for lv in result.levels[1:])
+    assert all(lv.n_queries == 1000 - lv.n_seeds for lv in result.levels[1:] if lv.n_queries)
+    assert n_mcmc == len(result.levels) - 2
+
+
+def test_failed_samples_always_survive_exact_terminal_event():
+    """A ruler score that knows nothing about failure still targets the true event."""
+    noise = np.random.default_rng(3).standard_normal(8)
+    ruler_direction = np.ones(8) / math.sqrt(8) + 0.8 * noise / np.linalg.norm(noise)
+    exact = linear(dim=8, probability=1e-3)
+
+    def evaluate(u):
+        score = u @ ruler_direction  # an imperfect "ruler": only partly aligned with the failure direction
+        return score, u.sum(1) / math.sqrt(8) >= -exact.evaluate(np.zeros((1, 8)))[0][0]
+
+    problem = RareEventProblem(8, evaluate, exact_probability=1e-3)
+    results = repeated(problem, SubsetSimulation(n_samples=1000), reps=30)
+    assert_unbiased([r for r in results], 1e-3)
+
+
+def test_saturated_score_stalls_and_is_flagged_not_jumped():
+    """A score that saturates below the failure set cannot guide the run: flagged, never invented."""
+
+    def evaluate(u):
+        score = np.minimum(u[:, 0], 1.0)  # saturates at 1
+        return score, u[:, 1] > 4.5  # failure unrelated to the score, P ~ 3.4e-6
+
+    problem = RareEventProblem(2, evaluate)
+    with pytest.warns(StalledLevelWarning):
+        result = SubsetSimulation(n_samples=500, max_stalls=2).estimate(problem, seed=0)
+    assert result.status == "stalled" and not result.reached_failure
+    assert any(lv.stalled for lv in result.levels)
+    assert "stalled level" in result.flags
+    # no failure was seen, so the estimate is zero, not a product jumped to the failure threshold
+    assert result.probability == 0.0 and result.n_failed == 0
+    lo, hi = result.ci()
+    assert lo == 0.0 and 0.0 < hi < 1.0
+
+
+def test_max_queries_gives_flagged_partial_result_with_envelope():
+    problem = linear(dim=20, probability=1e-9)
+    with pytest.warns(BudgetExhaustedWarning):
+        result = SubsetSimulation(n_samples=500, max_queries=2000).estimate(problem, seed=0)
+    assert result.status == "budget" and not result.reached_failure
+    assert result.n_queries <= 2000
+    env = result.envelope(0.05)
+    assert len(env.level_lower) == len(result.levels) - 1
+    assert env.level_lower[-1] == pytest.approx(0.05 * result.levels[-1].cumulative_probability)
+
+
+def test_max_levels_stops_with_flag():
+    with pytest.warns(BudgetExhaustedWarning, match="max_levels"):
+        result = SubsetSimulation(n_samples=500, max_levels=2).estimate(linear(dim=20, probability=1e-9), seed=0)
+    assert result.status == "max_levels" and not result.reached_failure
+
+
+def test_result_round_trips_through_dict_and_json():
+    result = SubsetSimulation(n_samples=500).estimate(four_branch(), seed=1)
+    assert EstimateResult.from_dict(result.to_dict()) == result
+    again = EstimateResult.from_json(result.to_json())
+    assert again.to_json() == result.to_json()  # NaN fields compare unequal as objects
+    assert again.probability == result.probability and again.levels[1].threshold == result.levels[1].threshold
+    import json
+
+    json.loads(result.to_json(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+
+
+def test_envelope_lower_bound_is_anytime_valid_in_repeated_runs():
+    """delta * P_hat_l <= P_l at every level, in at least 1 - delta of runs (checked on the final level)."""
+    problem = linear(dim=20, probability=1e-5)
+    results = repeated(problem, SubsetSimulation(n_samples=500), reps=40)
+    violations = sum(r.envelope(0.05).lower > 1e-5 for r in results)
+    assert violations <= 6  # Binomial(40, 0.05) exceeds 6 with probability < 0.02
+
+
+# ---------------------------------------------------------------- bad input
+def _problem_returning(score, failed=None, dim=3):
+    def evaluate(x):
+        n = len(x)
+        s = score(n)
+        return s, (np.zeros(n, bool) if failed is None else failed(n))
+
+    return RareEventProblem(dim, evaluate, name="bad")
+
+
+@pytest.mark.parametrize(
+    "problem, match",
+    [
+        (_problem_returning(lambda n: np.where(np.arange(n) == 3, np.nan, 0.0)), r"non-finite score at 1 point\(s\), at index 3"),
+        (_problem_returning(lambda n: np.full(n, np.inf)), "non-finite score"),
+        (_problem_returning(lambda n: np.zeros(n + 1)), r"score must have shape"),
+        (_problem_returning(lambda n: np.zeros((n, 2))), r"score must have shape"),
+        (_problem_returning(lambda n: np.array(["a"] * n)), "real numbers"),
+        (_problem_returning(lambda n: np.zeros(n), lambda n: np.full(n, 0.5)), "boolean"),
+        (_problem_returning(lambda n: np.zeros(n), lambda n: np.zeros(n - 1, bool)), "failed must have shape"),
+    ],
+)
+def test_bad_model_output_is_reported(problem, match):
+    with pytest.raises(EvaluationError, match=match):
+        SubsetSimulation(n_samples=100).estimate(problem, seed=0)
+
+
+def test_model_exception_surfaces_with_level():
+    calls = {"n": 0}
+
+    def evaluate(x):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("GPU on fire")
+        return x.sum(1), np.zeros(len(x), bool)
+
+    with pytest.raises(EvaluationError, match=r"at level 1, MCMC step 2: GPU on fire") as info:
+        SubsetSimulation(n_samples=100).estimate(RareEventProblem(2, evaluate), seed=0)
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"level_probability": 0.0}, r"level_probability must be in \(0, 0.5\]"),
+        ({"level_probability": 0.6}, r"level_probability must be in \(0, 0.5\]"),
+        ({"level_probability": float("nan")}, "level_probability"),
+        ({"n_samples": 5, "level_probability": 0.1}, r"n_samples \* level_probability must be >= 1"),
+        ({"n_samples": 1}, "n_samples"),
+        ({"n_samples": 10.5}, "n_samples"),
+        ({"max_queries": 10}, "max_queries must be at least n_samples"),
+        ({"max_levels": 0}, "max_levels"),
+        ({"kernel": "acs"}, "kernel must be"),
+    ],
+)
+def test_bad_estimator_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SubsetSimulation(**kwargs).estimate(linear(dim=3, probability=1e-2), seed=0)
+
+
+def test_bad_problem_and_seed():
+    with pytest.raises(ValueError, match="dim"):
+        RareEventProblem(0, lambda x: x)
+    with pytest.raises(ValueError, match="evaluate must be callable"):
+        RareEventProblem(2, "nope")
+    with pytest.raises(ValueError, match="problem must be a RareEventProblem"):
+        SubsetSimulation().estimate(lambda u: u)
+    with pytest.raises(ValueError, match="seed"):
+        SubsetSimulation(n_samples=100).estimate(linear(dim=3, probability=1e-2), seed=-1)
+    with pytest.raises(ValueError, match="Did you mean 'linear'"):
+        make_problem("lineer")
+
+
+def test_torch_like_outputs_are_accepted():
+    class FakeTensor:
+        def __init__(self, a):
+            self.a = a
+
+        def detach(self):
+            return self
+
+        def cpu(self):
+            return self
+
+        def numpy(self):
+            return self.a
+
+    def evaluate(x):
+        s = x.sum(1)
+        return FakeTensor(s), FakeTensor(s > 2.5)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = SubsetSimulation(n_samples=200).estimate(RareEventProblem(1, evaluate), seed=0)
+    assert r.reached_failure and r.probability > 0

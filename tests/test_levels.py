@@ -1,0 +1,68 @@
+"""Unit tests of the pure level rule (exact values)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from scarce.levels import n_seeds_target, next_threshold
+
+
+def test_continuous_scores_keep_exactly_p0_n():
+    scores = np.arange(100, dtype=float)
+    choice = next_threshold(scores, 0.1)
+    assert choice.threshold == 90.0
+    assert choice.n_above == 10
+    assert choice.probability == 0.1
+    assert not choice.stalled
+
+
+def test_ties_at_the_quantile_are_counted():
+    scores = np.array([0.0] * 50 + [1.0] * 45 + [2.0] * 5)
+    choice = next_threshold(scores, 0.1)
+    # 10th largest is a tied 1.0: all 50 samples >= 1.0 are counted, not an assumed 10
+    assert choice.threshold == 1.0
+    assert choice.n_above == 50
+    assert choice.probability == 0.5
+
+
+def test_tie_block_at_previous_threshold_moves_to_next_distinct_value():
+    scores = np.array([1.0] * 95 + [3.0] * 3 + [4.0] * 2)
+    choice = next_threshold(scores, 0.1, previous=1.0)
+    assert choice.threshold == 3.0
+    assert choice.n_above == 5
+    assert not choice.stalled
+
+
+def test_population_tied_at_previous_threshold_stalls_without_jumping():
+    scores = np.full(20, 2.5)
+    choice = next_threshold(scores, 0.1, previous=2.5)
+    assert choice.stalled
+    assert choice.threshold == 2.5
+    assert not choice.is_failure_level
+
+
+def test_failures_make_the_failure_level():
+    scores = np.array([0.0] * 85 + [np.inf] * 15)
+    choice = next_threshold(scores, 0.1)
+    assert choice.is_failure_level
+    assert choice.n_above == 15 and choice.probability == 0.15
+
+
+def test_few_failures_below_target_give_a_finite_threshold():
+    scores = np.array(list(np.linspace(0, 1, 95)) + [np.inf] * 5)
+    choice = next_threshold(scores, 0.1)
+    assert math.isfinite(choice.threshold)
+    assert choice.n_above == 10
+
+
+def test_only_failures_above_a_stuck_level_jump_to_the_failure_event_by_count():
+    # every non-failed sample sits at the previous threshold: the next level is the failure set
+    scores = np.array([1.0] * 97 + [np.inf] * 3)
+    choice = next_threshold(scores, 0.1, previous=1.0)
+    assert choice.is_failure_level and choice.n_above == 3 and choice.probability == 0.03
+
+
+@pytest.mark.parametrize("n, p0, m", [(2000, 0.1, 200), (10, 0.5, 5), (7, 0.2, 1), (3, 0.1, 1)])
+def test_seed_target(n, p0, m):
+    assert n_seeds_target(n, p0) == m
