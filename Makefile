@@ -23,10 +23,17 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-# Needs the optional `bench` extra (OpenTURNS, UQpy); prints the tables of the README.
-bench: $(STAMP)
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,bench]'
-	$(BIN)/python benchmarks/reliability.py
+# The competitors live in their own venv: UQpy 4.2.1 pins numpy<2, scikit-learn 1.4 and
+# torch 2.2, which cannot share .venv with torch 2.13 (about 5.5 GB; not needed for tests).
+BENCH_VENV := .venv-bench
+$(BENCH_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[bench]'
+	touch $@
+
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/reliability.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) build *.egg-info src/*.egg-info .pytest_cache

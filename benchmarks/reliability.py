@@ -1,0 +1,191 @@
+"""Reliability benchmark: this engine against OpenTURNS, UQpy and Monte Carlo.
+
+Every problem of :data:`scarce.problems.BENCHMARK_SUITE` has an exact answer.
+Each method runs ``--reps`` times with N samples per level and p0 = 0.1; Monte
+Carlo gets the same number of queries as our run of the same repetition.  The
+methods are interleaved repetition by repetition so machine load affects all of
+them alike, and all ratios come from one run of this script.
+
+Columns: mean/truth (relative bias), |bias| in standard errors of the mean,
+CoV across runs, ratio of CoV to the independent-sample (Au-Beck gamma = 0)
+bound, mean reported CoV / observed CoV, 95% interval coverage (log-normal from
+the reported CoV for scarce; normal from the reported CoV for OpenTURNS and
+UQpy, which report no interval; Clopper-Pearson for Monte Carlo), mean queries,
+median wall time, and the CoV and time ratios to OpenTURNS.
+
+    python benchmarks/reliability.py                 # 50 repetitions (UQpy: --uqpy-reps)
+    python benchmarks/reliability.py --reps 5 --uqpy-reps 1   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scarce  # noqa: E402
+from scarce.problems import BENCHMARK_SUITE, make_problem  # noqa: E402
+
+
+@dataclass
+class Runs:
+    estimates: list[float] = field(default_factory=list)
+    reported_cov: list[float] = field(default_factory=list)
+    queries: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    covered: list[bool] = field(default_factory=list)
+
+    def add(self, estimate, cov, queries, wall, covered):
+        self.estimates.append(float(estimate))
+        self.reported_cov.append(float(cov) if cov is not None else math.nan)
+        self.queries.append(int(queries))
+        self.times.append(float(wall))
+        self.covered.append(bool(covered))
+
+
+def independent_bound(probability: float, n: int, p0: float) -> float:
+    """Au-Beck CoV with gamma = 0: k intermediate levels at p0 and a last level P / p0^k in [p0, 1)."""
+    k = max(0, math.ceil(math.log(probability) / math.log(p0) - 1e-12) - 1)
+    last = probability / p0**k
+    return math.sqrt(k * (1 - p0) / (n * p0) + (1 - last) / (n * last))
+
+
+def normal_covers(estimate, cov, truth, z=1.959964):
+    if not (cov is not None and math.isfinite(cov)):
+        return False
+    return abs(estimate - truth) <= z * cov * estimate
+
+
+def run_problem(name, params, args, competitors):
+    problem = make_problem(name, **params)
+    truth = problem.exact_probability
+    threshold = 0.0
+
+    def plain_score(u):
+        return problem.evaluate(u)[0]
+
+    runs = {m: Runs() for m in ("scarce", "openturns", "uqpy", "monte_carlo")}
+    ss = scarce.SubsetSimulation(n_samples=args.n_samples, level_probability=args.p0)
+    for rep in range(args.reps):
+        seed = 1000 + rep
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", scarce.ScarceWarning)
+            r = ss.estimate(problem, seed=seed)
+        lo, hi = r.ci(0.95)
+        runs["scarce"].add(r.probability, r.cov, r.n_queries, r.wall_time, lo <= truth <= hi)
+        if competitors is not None and "openturns" in args.methods:
+            o = competitors.run_openturns(plain_score, problem.dim, threshold, args.n_samples, args.p0, seed)
+            runs["openturns"].add(o.probability, o.reported_cov, o.n_queries, o.wall_time, normal_covers(o.probability, o.reported_cov, truth))
+        if competitors is not None and "uqpy" in args.methods and rep < args.uqpy_reps:
+            q = competitors.run_uqpy(plain_score, problem.dim, threshold, args.n_samples, args.p0, seed)
+            runs["uqpy"].add(q.probability, q.reported_cov, q.n_queries, q.wall_time, normal_covers(q.probability, q.reported_cov, truth))
+        mc = scarce.MonteCarlo(n_samples=r.n_queries, batch_size=20_000).estimate(problem, seed=seed)
+        lo, hi = mc.ci(0.95)
+        runs["monte_carlo"].add(mc.probability, mc.cov, mc.n_queries, mc.wall_time, lo <= truth <= hi)
+        print(f"  {problem.name} rep {rep + 1}/{args.reps}", file=sys.stderr, end="\r")
+    print(file=sys.stderr)
+    return problem, runs
+
+
+def summarise(problem, runs, args):
+    truth = problem.exact_probability
+    bound = independent_bound(truth, args.n_samples, args.p0)
+    rows = {}
+    for method, r in runs.items():
+        if not r.estimates:
+            continue
+        est = np.array(r.estimates)
+        n = est.size
+        mean = est.mean()
+        se = est.std(ddof=1) / math.sqrt(n) if n > 1 else math.nan
+        cov = est.std(ddof=1) / mean if n > 1 and mean > 0 else math.nan
+        reported = float(np.nanmean(r.reported_cov)) if np.isfinite(r.reported_cov).any() else math.nan
+        rows[method] = {
+            "reps": n,
+            "mean_over_truth": mean / truth,
+            "bias_in_se": abs(mean - truth) / se if se and se > 0 else math.nan,
+            "cov": cov,
+            "cov_over_bound": cov / bound,
+            "reported_over_observed": reported / cov if cov and cov > 0 else math.nan,
+            "coverage": float(np.mean(r.covered)),
+            "queries": float(np.mean(r.queries)),
+            "median_time": float(np.median(r.times)),
+        }
+    ref = rows.get("openturns")
+    for row in rows.values():
+        row["cov_ratio_ot"] = row["cov"] / ref["cov"] if ref else math.nan
+        row["time_ratio_ot"] = row["median_time"] / ref["median_time"] if ref else math.nan
+    return {"problem": problem.name, "exact": truth, "independent_bound": bound, "methods": rows}
+
+
+def markdown(summaries, args) -> str:
+    head = (
+        "| problem | method | runs | mean/truth | bias (SE) | CoV | CoV/bound | reported/observed CoV | 95% coverage "
+        "| queries | median time (s) | CoV / OT | time / OT |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    for s in summaries:
+        for method, row in s["methods"].items():
+            lines.append(
+                f"| {s['problem']} | {method} | {row['reps']} | {row['mean_over_truth']:.3f} | {row['bias_in_se']:.1f} | "
+                f"{row['cov']:.3f} | {row['cov_over_bound']:.2f} | {row['reported_over_observed']:.2f} | "
+                f"{row['coverage']:.0%} | {row['queries']:,.0f} | {row['median_time']:.4f} | "
+                f"{row['cov_ratio_ot']:.2f} | {row['time_ratio_ot']:.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--uqpy-reps", type=int, default=50, help="UQpy takes seconds per run; fewer repetitions keep the run short")
+    parser.add_argument("--n-samples", type=int, default=2000)
+    parser.add_argument("--p0", type=float, default=0.1)
+    parser.add_argument("--methods", default="openturns,uqpy", help="competitors to run (comma separated)")
+    parser.add_argument("--problems", default="all", help="comma-separated indices into BENCHMARK_SUITE, or 'all'")
+    parser.add_argument("--out", default="benchmarks/results/reliability.json")
+    args = parser.parse_args(argv)
+    args.methods = [m for m in args.methods.split(",") if m]
+    try:
+        import competitors
+    except ImportError:  # pragma: no cover
+        competitors = None
+    suite = BENCHMARK_SUITE if args.problems == "all" else [BENCHMARK_SUITE[int(i)] for i in args.problems.split(",")]
+    if args.methods:
+        missing = [m for m in args.methods if not _importable({"openturns": "openturns", "uqpy": "UQpy"}[m])]
+        if missing:
+            print(f"competitors not installed: {missing} (pip install -e '.[bench]'); running without them", file=sys.stderr)
+            args.methods = [m for m in args.methods if m not in missing]
+    start = time.perf_counter()
+    summaries = []
+    for name, params in suite:
+        problem, runs = run_problem(name, params, args, competitors)
+        summaries.append(summarise(problem, runs, args))
+    table = markdown(summaries, args)
+    print(f"N = {args.n_samples}, p0 = {args.p0}, {args.reps} repetitions (UQpy: {min(args.uqpy_reps, args.reps)}), "
+          f"numpy {np.__version__}, scarce {scarce.__version__}; total {time.perf_counter() - start:.0f} s\n")
+    print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"settings": vars(args), "summaries": summaries}, indent=2, default=str))
+    out.with_suffix(".md").write_text(table + "\n")
+    return 0
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
