@@ -57,6 +57,8 @@ def print_result(result: EstimateResult, exact: float | None = None, confidence:
     from rich.console import Console
 
     console = Console()
+    if not console.is_terminal:  # logs and pipes: do not squeeze the level table into 80 columns
+        console = Console(width=120)
     if len(result.levels) > 1:
         console.print(levels_table(result))
     console.print(summary_table(result, exact, confidence, delta))
