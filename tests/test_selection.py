@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -32,6 +34,13 @@ from scarce.selection import (
     validate_selector,
 )
 from scarce.selection.density import knn_kl_divergence
+
+
+def test_importing_selection_does_not_import_sklearn():
+    code = "import sys, scarce.selection; print('sklearn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
 
 N = 10_000
 REPLICATES = 20

@@ -12,7 +12,7 @@ Pure numpy/scipy (no scikit-learn import).
 
 from scarce.selection.aggregation import AGGREGATIONS, aggregate, aggregate_groups, metric_by_group
 from scarce.selection.bias import leakage_masses, leakage_relative_bias
-from scarce.selection.density import GridDensities, shared_grid_densities
+from scarce.selection.density import GridDensities, knn_kl_divergence, shared_grid_densities
 from scarce.selection.metrics import (
     MetricSpec,
     auc,
@@ -56,6 +56,7 @@ __all__ = [
     "compute_metrics",
     "family_ranking",
     "group_scores",
+    "knn_kl_divergence",
     "leakage_masses",
     "leakage_relative_bias",
     "leave_one_out_min",

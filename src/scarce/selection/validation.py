@@ -254,8 +254,8 @@ def selector_robustness(
     metrics : sequence of str, optional
         Default: all registered metrics.
     aggregations : sequence of {"worst", "mean"}
-    seed : int, SeedSequence or None
-        Every row uses the same seed, so rows differ only by their metric.
+    seed : int, Generator, SeedSequence or None
+        One seed is drawn from it and used by every row, so rows differ only by their metric.
     **options
         ``level``, ``n_resamples``, ``n_permutations`` for :func:`validate_selector`; the other
         keywords go to the density estimate.
@@ -269,7 +269,8 @@ def selector_robustness(
     keys = ("level", "n_resamples", "n_permutations")
     validation = {k: options.pop(k) for k in keys if k in options}
     table = metric_values(scores, names, **options)
-    rows = [validate_selector(table[m], errors, metric=m, how=how, seed=seed, **validation)
+    row_seed = None if seed is None else int(as_generator(seed).integers(2**63))
+    rows = [validate_selector(table[m], errors, metric=m, how=how, seed=row_seed, **validation)
             for m in names for how in aggregations]
     return sorted(rows, key=lambda r: (math.isnan(r.rho), -r.rho if not math.isnan(r.rho) else 0))
 
