@@ -290,3 +290,9 @@ def test_torch_like_outputs_are_accepted():
         warnings.simplefilter("error")
         r = SubsetSimulation(n_samples=200).estimate(RareEventProblem(1, evaluate), seed=0)
     assert r.reached_failure and r.probability > 0
+
+
+@pytest.mark.parametrize("value", [True, "0.1", None])
+def test_level_probability_must_be_a_number_not_bool_or_string(value):
+    with pytest.raises(ValueError, match=r"level_probability must be a number in \(0, 0.5\]"):
+        SubsetSimulation(level_probability=value).estimate(linear(dim=3, probability=1e-2), seed=0)

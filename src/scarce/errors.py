@@ -65,10 +65,9 @@ def check_in_interval(
     """
     left, right = ("(" if low_open else "["), (")" if high_open else "]")
     allowed = f"{left}{low:g}, {high:g}{right}"
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ScarceError(f"{name} must be a number in {allowed}, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ScarceError(f"{name} must be a number in {allowed}, got {value!r} ({type(value).__name__})")
+    number = float(value)
     if not math.isfinite(number):
         raise ScarceError(f"{name} must be a finite number in {allowed}, got {value!r}")
     below = number <= low if low_open else number < low

@@ -14,6 +14,8 @@ first use.
 from __future__ import annotations
 
 import importlib
+
+from scarce.rulers import registry as _registry
 from typing import Any
 
 from scarce.rulers.registry import (
@@ -43,17 +45,7 @@ _LAZY = {
     "OneClassSVMRuler": "scarce.rulers.ocsvm",
 }
 
-__all__ = [
-    "LLM_FAMILIES",
-    "THRESHOLD_PERCENTILES",
-    "VISION_RULERS",
-    "RulerSpec",
-    "available_rulers",
-    "make_ruler",
-    "register_ruler",
-    "ruler_spec",
-    *_LAZY,
-]
+__all__ = [*_registry.__all__, *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
