@@ -12,6 +12,7 @@ from scarce.envelope import (
     clopper_pearson,
     combine_cov,
     level_cov,
+    lineage_variance,
     lognormal_interval,
 )
 
@@ -79,3 +80,45 @@ def test_envelope_is_delta_times_running_estimate():
 def test_envelope_rejects_bad_delta(delta):
     with pytest.raises(ValueError, match="delta"):
         Envelope.from_running([0.1], 0.1, delta=delta)
+
+
+def _residuals(indicator, probability):
+    indicator = np.atleast_2d(np.asarray(indicator, dtype=float))
+    return indicator.sum(axis=1) - probability * indicator.shape[1]
+
+
+def test_lineage_variance_of_independent_samples_is_binomial():
+    # level 0 only, N independent samples, k above: variance (1 - p) / (N p), for any depth
+    indicator = np.array([1, 0, 0, 1, 0, 0, 0, 0, 0, 0], dtype=float)[:, None]
+    lineage = [(_residuals(indicator, 0.2), None, 0.2)]
+    for depth in (0, 1, 3):
+        assert lineage_variance(lineage, 10, depth) == pytest.approx(level_cov(0.2, 10) ** 2)
+
+
+def test_lineage_variance_by_hand():
+    # level 0: 4 samples, 2 above (p0 = 1/2); level 1: 3 chains of lengths 2, 1, 1 from parents 0, 0, 1
+    r0 = np.array([0.5, 0.5, -0.5, -0.5])
+    r1 = np.array([1.0, 1.0, -2.0])  # residual hits of the three chains (sum 0)
+    lineage = [(r0, None, 0.5), (r1, np.array([0, 0, 1]), 0.5)]
+    n = 4
+    # depth 0: chains independent, levels uncorrelated
+    assert lineage_variance(lineage, n, 0) == pytest.approx((r0 @ r0 + r1 @ r1) / (n * 0.5) ** 2)
+    # depth 1: chains 0 and 1 (siblings) form one group: (1 + 1)^2 + (-2)^2 = 8; the cross term
+    # pairs the parents' residuals with their families: 0.5 * 2 + 0.5 * (-2) = 0
+    assert lineage_variance(lineage, n, 1) == pytest.approx((r0 @ r0 + 8.0) / (n * 0.5) ** 2)
+    # a family that does well where its parent did well adds a positive covariance
+    lineage[1] = (np.array([1.0, 1.0, -2.0]), np.array([0, 0, 2]), 0.5)
+    cross = 2 * (0.5 * 2 + (-0.5) * (-2)) / (n * 0.5) ** 2
+    assert lineage_variance(lineage, n, 1) == pytest.approx((r0 @ r0 + 8.0) / (n * 0.5) ** 2 + cross)
+
+
+def test_lineage_variance_depth_zero_matches_au_beck_on_real_chains():
+    rng = np.random.default_rng(5)
+    indicator = rng.random((40, 10)) < np.linspace(0.05, 0.3, 40)[:, None]  # chains differ: correlated states
+    p = indicator.mean()
+    lineage = [(_residuals(indicator, p), None, p)]
+    expected = (_residuals(indicator, p) ** 2).sum() / (400 * p) ** 2
+    assert lineage_variance(lineage, 400, 0) == pytest.approx(expected)
+    # the chain-sum variance and the Au-Beck correlation factor describe the same spread
+    au_beck = level_cov(p, 400, chain_correlation_factor(indicator, np.ones_like(indicator))) ** 2
+    assert 0.5 * au_beck < expected < 2.0 * au_beck

@@ -34,11 +34,15 @@ class Population:
         Effective scores (``+inf`` where the sample failed, ``nan`` where ``mask`` is false).
     mask : ndarray of bool, shape (n_chains, length)
         Which states exist (chain lengths differ by at most one).
+    parent : ndarray of int, shape (n_chains,), optional
+        For each chain, the chain of the previous level's population its seed
+        came from (the lineage used for the between-level covariance).
     """
 
     u: np.ndarray
     score: np.ndarray
     mask: np.ndarray
+    parent: np.ndarray | None = None
 
     @classmethod
     def independent(cls, u: np.ndarray, score: np.ndarray) -> Population:
@@ -56,6 +60,10 @@ class Population:
     def flat_u(self) -> np.ndarray:
         """Latent states of the existing samples, shape ``(N, d)`` (same order as :meth:`flat_scores`)."""
         return self.u[self.mask]
+
+    def chain_of_flat(self) -> np.ndarray:
+        """Chain index of each existing state, in the order of :meth:`flat_scores`."""
+        return np.nonzero(self.mask)[0]
 
     def n_failed(self) -> int:
         """Failures (score ``+inf``) in the population."""
@@ -88,6 +96,7 @@ def run_chains(
     scale: float,
     evaluate: LatentEvaluate,
     rng: np.random.Generator,
+    seeds_parent: np.ndarray | None = None,
 ) -> tuple[Population, ChainStats]:
     """Grow ``n_samples`` states of N(0, I) restricted to ``{score >= threshold}`` from the seeds.
 
@@ -106,6 +115,9 @@ def run_chains(
     evaluate : callable
         ``evaluate(u_batch, step) -> effective scores``; called once per step.
     rng : numpy.random.Generator
+    seeds_parent : ndarray of int, shape (n_seeds,), optional
+        The previous level's chain each seed belongs to; stored, reordered with
+        the chains, as :attr:`Population.parent`.
 
     Returns
     -------
@@ -145,4 +157,5 @@ def run_chains(
         if kernel.adapt:
             params = replace(params, scale=adapt_scale(params.scale, accept.sum() / active, kernel.target_acceptance, step))
     rate = n_accepted / n_proposed if n_proposed else math.nan
-    return Population(u=u, score=score, mask=mask), ChainStats(rate, params.scale, n_queries)
+    parent = None if seeds_parent is None else np.asarray(seeds_parent)[order]
+    return Population(u=u, score=score, mask=mask, parent=parent), ChainStats(rate, params.scale, n_queries)

@@ -1,0 +1,84 @@
+"""Subset Simulation: the Latin-hypercube first level and the genealogy-aware CoV."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from scarce import ScarceError, SubsetSimulation
+from scarce.estimators.chains import run_chains
+from scarce.estimators.subset import latin_hypercube_normal
+from scarce.kernels import ConditionalSampling
+from scarce.problems import four_branch, linear
+
+
+@pytest.mark.parametrize("block", [1 << 22, 7])
+def test_latin_hypercube_has_one_point_per_stratum_and_normal_marginals(block):
+    n, dim = 500, 13
+    u = latin_hypercube_normal(n, dim, np.random.default_rng(3), block=block)
+    assert u.shape == (n, dim) and np.isfinite(u).all()
+    strata = np.floor(stats.norm.cdf(u) * n).astype(int)
+    for k in range(dim):
+        assert np.array_equal(np.sort(strata[:, k]), np.arange(n))
+    # coordinates are paired at random: no coordinate pair is strongly correlated
+    corr = np.corrcoef(u, rowvar=False)
+    assert np.abs(corr[np.triu_indices(dim, 1)]).max() < 0.2
+    assert stats.kstest(u[:, 0], stats.norm.cdf).pvalue > 0.01
+
+
+def test_first_level_lhs_is_the_default_and_mc_still_available():
+    problem = linear(dim=10, probability=1e-3)
+    lhs = SubsetSimulation(n_samples=500).estimate(problem, seed=1)
+    mc = SubsetSimulation(n_samples=500, first_level="mc").estimate(problem, seed=1)
+    assert lhs.info["first_level"] == "lhs" and mc.info["first_level"] == "mc"
+    assert lhs.reached_failure and mc.reached_failure
+    assert lhs.probability != mc.probability
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"first_level": "sobol"}, "first_level"), ({"cov_depth": -1}, "cov_depth"), ({"cov_depth": 1.5}, "cov_depth")],
+)
+def test_bad_first_level_and_cov_depth(kwargs, match):
+    with pytest.raises(ScarceError, match=match):
+        SubsetSimulation(n_samples=500, **kwargs).estimate(linear(dim=5, probability=1e-2), seed=0)
+
+
+def test_cov_depth_zero_is_the_au_beck_formula_and_depth_one_is_reported_by_default():
+    problem = linear(dim=20, probability=1e-4)
+    r0 = SubsetSimulation(n_samples=1000, cov_depth=0).estimate(problem, seed=4)
+    r1 = SubsetSimulation(n_samples=1000).estimate(problem, seed=4)
+    assert r0.probability == r1.probability
+    assert r0.cov == pytest.approx(r0.info["cov_au_beck"])
+    assert math.sqrt(sum(l.cov**2 for l in r0.levels)) == pytest.approx(r0.cov)
+    assert r1.info["cov_depth"] == 1 and r1.cov != r0.cov
+    assert 0.5 * r0.cov < r1.cov < 2.0 * r0.cov
+
+
+def test_chains_carry_the_parent_of_their_seed():
+    rng = np.random.default_rng(0)
+    seeds = rng.standard_normal((6, 3))
+    parent = np.array([10, 11, 12, 13, 14, 15])
+    pop, _ = run_chains(
+        ConditionalSampling(), seeds, seeds[:, 0], -np.inf, 30, 0.5, lambda u, step: u[:, 0], rng, seeds_parent=parent
+    )
+    for chain in range(6):
+        row = np.flatnonzero((seeds == pop.u[chain, 0]).all(axis=1))
+        assert parent[row[0]] == pop.parent[chain]
+    assert np.array_equal(pop.chain_of_flat(), np.repeat(np.arange(6), 5))
+
+
+def test_reported_cov_tracks_observed_on_the_four_branch_problem():
+    # Au-Beck reports about 0.87 of the observed CoV here (chains from one parent are correlated)
+    problem = four_branch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = [SubsetSimulation(n_samples=1000).estimate(problem, seed=300 + i) for i in range(150)]
+    est = np.array([r.probability for r in results])
+    observed = est.std(ddof=1) / est.mean()
+    reported = np.mean([r.cov for r in results])
+    assert 0.8 < reported / observed < 1.25, (reported, observed)
+    covered = np.mean([lo <= problem.exact_probability <= hi for lo, hi in (r.ci(0.95) for r in results)])
+    assert covered >= 0.88
