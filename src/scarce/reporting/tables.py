@@ -62,3 +62,36 @@ def print_result(result: EstimateResult, exact: float | None = None, confidence:
     if len(result.levels) > 1:
         console.print(levels_table(result))
     console.print(summary_table(result, exact, confidence, delta))
+
+
+def _frame_table(frame, title: str, columns: list[tuple[str, str, str]]):  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    table = Table(title=title)
+    for _, header, _ in columns:
+        table.add_column(header, justify="right")
+    for _, row in frame.iterrows():
+        table.add_row(*[_fmt(row[col], spec) if spec else str(row[col]) for col, _, spec in columns])
+    return table
+
+
+def print_vision_tables(ranking, head_to_head) -> None:  # type: ignore[no-untyped-def]
+    """Print the vision run's step-1 ranking and step-2 head-to-head table (pandas frames)."""
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=140)
+    if len(ranking):
+        console.print(_frame_table(ranking, "Step 1: ruler screening on flipped seeds", [
+            ("ruler", "ruler", ""), ("log10_mae", "log10 MAE", ".3f"), ("missed_hits", "missed hits", ""),
+            ("queries", "queries", ",.0f"), ("runtime_calibrated", "runtime cal. (s)", ".1f"),
+        ]))
+    if len(head_to_head):
+        console.print(_frame_table(head_to_head, "Step 2: held-out seeds (runtime calibrated at T_ref = 6.473e-4 s/query)", [
+            ("name", "method", ""), ("mean_p", "mean p_hat", ".3e"), ("smc_mean_p", "SMC mean p", ".3e"),
+            ("mae", "MAE", ".2e"), ("log10_mae", "log10 MAE", ".2f"), ("median_rel_err", "median rel err", ".3f"),
+            ("fp", "FP", ""), ("fn", "FN", ""), ("queries", "queries", ",.0f"),
+            ("runtime_calibrated", "runtime cal. (s)", ".1f"), ("wall", "wall (s)", ".2f"),
+            ("level_jumps", "level jumps", ""),
+        ]))

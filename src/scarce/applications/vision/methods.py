@@ -1,0 +1,106 @@
+"""The estimators compared on a perturbed seed image, by key.
+
+========================  ==============================================================
+key                       method
+========================  ==============================================================
+``smc``                   plain Monte Carlo (ground truth), exact binomial interval
+``ss_margin``             classic Subset Simulation with the logit-margin performance function
+                          on our engine (exact terminal event, tie-aware levels)
+``amls``                  AMLS as published by Webb et al. (2019) and reused by SAFARI: the
+                          paper's "Traditional SS" column, level jump on stalls included
+``scarce:<ruler>``        SCARCE: our engine with ``score = ruler(embedding)``
+========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scarce.applications.vision.problem import VisionModel, perturbation_problem
+from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
+from scarce.results import EstimateResult
+from scarce.seeding import SeedLike
+
+__all__ = ["MethodSettings", "display_name", "run_method"]
+
+_FIXED = {"smc": "SMC", "ss_margin": "Margin SS", "amls": "AMLS (Webb 2019)"}
+
+
+@dataclass(frozen=True)
+class MethodSettings:
+    """Sizes of each method (the presets fill these in)."""
+
+    smc_samples: int = 100_000
+    smc_batch: int = 20_000
+    ss_samples: int = 2000
+    level_probability: float = 0.1
+    max_levels: int = 30
+    amls_samples: int = 1000
+    amls_steps: int = 250
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def display_name(key: str) -> str:
+    """Human name of a method key: ``scarce:mah_bad`` -> ``SCARCE mah_bad``."""
+    if key.startswith("scarce:"):
+        return f"SCARCE {key.split(':', 1)[1]}"
+    return _FIXED.get(key, key)
+
+
+def _estimator(key: str, settings: MethodSettings) -> Any:
+    from scarce.estimators import MonteCarlo, SubsetSimulation
+
+    if key == "smc":
+        return MonteCarlo(n_samples=settings.smc_samples, batch_size=settings.smc_batch)
+    if key == "amls":
+        from scarce.estimators.amls import AMLS
+
+        return AMLS(n_samples=settings.amls_samples, level_probability=settings.level_probability,
+                    n_steps=settings.amls_steps)
+    return SubsetSimulation(n_samples=settings.ss_samples, level_probability=settings.level_probability,
+                            max_levels=settings.max_levels)
+
+
+def run_method(
+    key: str,
+    model: VisionModel,
+    image: np.ndarray,
+    label: int,
+    noise: Any,
+    settings: MethodSettings,
+    *,
+    rulers: dict[str, Any] | None = None,
+    seed: SeedLike = None,
+) -> tuple[EstimateResult, dict[str, float]]:
+    """Run one method on one seed image; returns the result and a timing split.
+
+    The timing split has ``wall`` (the whole estimate) and ``forward`` (seconds inside the
+    classifier's batched forward passes), so the engine's own share is ``1 - forward / wall``.
+    """
+    rulers = rulers or {}
+    if key.startswith("scarce:"):
+        name = key.split(":", 1)[1]
+        if name not in rulers:
+            raise unknown_name_error("fitted ruler", name, rulers)
+        score: Any = rulers[name]
+    elif key in _FIXED:
+        score = "margin"
+    else:
+        raise unknown_name_error("method", key, [*_FIXED, *(f"scarce:{r}" for r in rulers)])
+    problem = perturbation_problem(model, image, label, noise, score=score)
+    model.timer.reset()
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScarceWarning)
+        result = _estimator(key, settings).estimate(problem, seed=seed)
+    wall = time.perf_counter() - start
+    if not np.isfinite(result.probability):
+        raise ScarceError(f"{display_name(key)} returned a non-finite estimate {result.probability}")
+    return result, {"wall": wall, "forward": model.timer.seconds}

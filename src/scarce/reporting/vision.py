@@ -1,0 +1,218 @@
+"""Tables, figures and the report of a vision run, built from its result store alone.
+
+Metrics follow the paper (section 5, table "Comparison on 100 held-out MNIST seeds", appendix
+"Cross-Device Runtime Calibration"):
+
+* ``MAE`` = mean over seeds of ``|p_hat - p_SMC|``; ``log10 MAE``;
+* ``FP`` = seeds with ``p_hat > 0`` and no Monte Carlo failure, ``FN`` = seeds with ``p_hat = 0``
+  although Monte Carlo saw failures (on flipped screening seeds, FN are the *missed rare-event
+  hits*);
+* calibrated runtime = mean queries per seed x ``T_ref`` with the paper's reference rate
+  ``T_ref = 6.473e-4`` s/query (so rows are comparable across machines), next to our measured
+  wall time.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scarce.applications.vision.methods import display_name
+
+__all__ = ["T_REF", "head_to_head", "rank_rulers", "result_rows", "write_figures", "write_report"]
+
+T_REF = 289.46 / 447_160  # s/query: the paper's Trad-SS reference rate (6.473e-4)
+
+
+def result_rows(store: Any) -> Any:
+    """One row per finished task, joined with the seed's Monte Carlo ground truth (pandas)."""
+    import pandas as pd
+
+    rows = []
+    for _, payload in store.items():
+        res = payload["result"]
+        rows.append({
+            "stage": payload["stage"], "seed_index": payload["seed_index"], "label": payload["label"],
+            "method": payload["method"], "name": display_name(payload["method"]),
+            "p_hat": res["probability"], "cov": res["cov"], "n_queries": res["n_queries"],
+            "n_failed": res["n_failed"], "reached_failure": res["reached_failure"],
+            "status": res["status"], "n_levels": len(res.get("levels", ())),
+            "level_jumps": res.get("info", {}).get("level_jumps", 0),
+            "wall": payload["timing"]["wall"], "forward": payload["timing"]["forward"],
+        })
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    truth = frame[frame.stage == "smc"].set_index("seed_index")
+    frame["smc_p"] = frame.seed_index.map(truth.p_hat)
+    frame["smc_failures"] = frame.seed_index.map(truth.n_failed)
+    frame["smc_samples"] = frame.seed_index.map(truth.n_queries)
+    frame["abs_err"] = (frame.p_hat - frame.smc_p).abs()
+    frame["rel_err"] = np.where(frame.smc_p > 0, frame.abs_err / frame.smc_p.where(frame.smc_p > 0), np.nan)
+    frame["fp"] = (frame.p_hat > 0) & (frame.smc_p == 0)
+    frame["fn"] = (frame.p_hat == 0) & (frame.smc_p > 0)
+    return frame
+
+
+def _summary(frame: Any) -> Any:
+    grouped = frame.groupby("method", sort=False)
+    out = grouped.agg(
+        name=("name", "first"), seeds=("seed_index", "nunique"), mean_p=("p_hat", "mean"),
+        mae=("abs_err", "mean"), median_rel_err=("rel_err", "median"), fp=("fp", "sum"),
+        fn=("fn", "sum"), queries=("n_queries", "mean"), wall=("wall", "mean"),
+        forward=("forward", "mean"), level_jumps=("level_jumps", "sum"),
+        not_reached=("reached_failure", lambda s: int((~s.astype(bool)).sum())),
+    )
+    out["log10_mae"] = np.log10(out.mae.where(out.mae > 0))
+    out["runtime_calibrated"] = out.queries * T_REF
+    out["smc_mean_p"] = frame.groupby("method", sort=False).smc_p.mean()
+    return out.reset_index()
+
+
+def rank_rulers(frame: Any, stage: str = "screen") -> Any:
+    """Step-1 ranking: rulers by log10 MAE against Monte Carlo, then by missed hits (FN)."""
+    part = frame[(frame.stage == stage) & frame.method.str.startswith("scarce:")]
+    if part.empty:
+        import pandas as pd
+
+        return pd.DataFrame(columns=["ruler", "log10_mae", "fn", "queries"])
+    summary = _summary(part)
+    summary["ruler"] = summary.method.str.split(":", n=1).str[1]
+    summary = summary.rename(columns={"fn": "missed_hits"})
+    summary["fn"] = summary.missed_hits
+    return summary.sort_values(["log10_mae", "missed_hits", "queries"], na_position="last").reset_index(drop=True)
+
+
+def head_to_head(frame: Any, stage: str = "eval") -> Any:
+    """The paper's Table 2 layout over the held-out seeds, SCARCE rulers first, sorted by MAE."""
+    part = frame[frame.stage == stage]
+    summary = _summary(part)
+    summary["is_scarce"] = summary.method.str.startswith("scarce:")
+    summary = summary.sort_values(["is_scarce", "mae"], ascending=[False, True]).reset_index(drop=True)
+    return summary[["name", "method", "seeds", "mean_p", "smc_mean_p", "mae", "log10_mae", "median_rel_err",
+                    "fp", "fn", "queries", "runtime_calibrated", "wall", "forward", "level_jumps",
+                    "not_reached"]]
+
+
+def _bar(ax: Any, labels: list[str], values: list[float], title: str, ylabel: str) -> None:
+    ax.bar(range(len(values)), values, color="#4c72b0")
+    ax.set_xticks(range(len(values)), labels, rotation=60, ha="right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(ylabel)
+
+
+def write_figures(frame: Any, out_dir: str | Path) -> dict[str, Path]:
+    """The figures of the paper's appendix "Additional Plots", part I, as PNG files."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+
+    def save(fig: Any, name: str) -> None:
+        fig.tight_layout()
+        path = out_dir / f"{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths[name] = path
+
+    ranking = rank_rulers(frame)
+    if not ranking.empty:
+        labels = list(ranking.ruler)
+        for name, column, title, ylabel in [
+            ("step1_mae", "log10_mae", "Step 1: log10 MAE per ruler", "log10 MAE"),
+            ("step1_missing_hits", "missed_hits", "Step 1: missed rare-event hits", "seeds"),
+            ("step1_queries", "queries", "Step 1: mean queries per seed", "queries"),
+            ("step1_runtime", "runtime_calibrated", "Step 1: calibrated runtime per seed", "seconds"),
+        ]:
+            fig, ax = plt.subplots(figsize=(6, 3.6))
+            _bar(ax, labels, [float(v) if v == v else 0.0 for v in ranking[column]], title, ylabel)
+            save(fig, name)
+        for name, column, xlabel in [("step1_pareto_queries", "queries", "mean queries per seed"),
+                                     ("step1_pareto_runtime", "runtime_calibrated", "calibrated runtime (s)")]:
+            fig, ax = plt.subplots(figsize=(5.5, 4))
+            ax.scatter(ranking[column], ranking.mae)
+            for _, row in ranking.iterrows():
+                ax.annotate(row.ruler, (row[column], row.mae), fontsize=7)
+            ax.set_yscale("log")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("MAE")
+            ax.set_title(f"Step 1: {xlabel} vs MAE", fontsize=10)
+            save(fig, name)
+    part = frame[frame.stage == "eval"]
+    if not part.empty:
+        table = head_to_head(frame)
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        _bar(axes[0], list(table.name), [float(v) if v == v else 0 for v in table.mae], "Step 2: MAE", "MAE")
+        _bar(axes[1], list(table.name), list((table.fp + table.fn).astype(float)), "Step 2: mismatches (FP + FN)",
+             "seeds")
+        save(fig, "step2_accuracy_mismatch")
+        fig, ax = plt.subplots(figsize=(6.5, 3.8))
+        x = np.arange(len(table))
+        ax.bar(x - 0.2, table.fp, width=0.4, label="FP")
+        ax.bar(x + 0.2, table.fn, width=0.4, label="FN")
+        ax.set_xticks(x, table.name, rotation=60, ha="right", fontsize=8)
+        ax.legend()
+        ax.set_title("Step 2: false positives and false negatives", fontsize=10)
+        save(fig, "step2_fp_fn")
+        fig, ax = plt.subplots(figsize=(7, 3.8))
+        data = [np.maximum(part[part.method == m].abs_err.to_numpy(), 1e-12) for m in table.method]
+        ax.boxplot(data)
+        ax.set_xticks(range(1, len(table) + 1), table.name, rotation=60, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("|p_hat - p_SMC| (floored at 1e-12)")
+        ax.set_title("Step 2: seed-wise absolute error", fontsize=10)
+        save(fig, "step2_seedwise_box")
+    return paths
+
+
+def _fmt(value: Any, spec: str) -> str:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return "-" if not math.isfinite(value) else format(value, spec)
+
+
+def markdown_table(table: Any) -> str:
+    """The head-to-head table as Markdown (the paper's Table 2 columns plus ours)."""
+    lines = ["| method | mean p_hat | SMC mean p | MAE | log10 MAE | median rel. err | FP | FN | queries "
+             "| runtime cal. (s) | wall (s) | level jumps |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        lines.append(
+            f"| {r['name']} | {_fmt(r.mean_p, '.3e')} | {_fmt(r.smc_mean_p, '.3e')} | {_fmt(r.mae, '.2e')} "
+            f"| {_fmt(r.log10_mae, '.2f')} | {_fmt(r.median_rel_err, '.3f')} | {int(r.fp)} | {int(r.fn)} "
+            f"| {_fmt(r.queries, ',.0f')} | {_fmt(r.runtime_calibrated, '.1f')} | {_fmt(r.wall, '.2f')} "
+            f"| {int(r.level_jumps)} |")
+    return "\n".join(lines)
+
+
+def write_report(frame: Any, out_dir: str | Path, *, context: dict[str, Any] | None = None) -> Path:
+    """Figures, the result rows as Parquet, and ``report.md`` that shows them; returns its path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(out_dir / "rows.parquet", index=False)
+    figures = write_figures(frame, out_dir / "figures")
+    parts = ["# SCARCE vision run", ""]
+    for key, value in (context or {}).items():
+        parts.append(f"* **{key}**: {value}")
+    ranking = rank_rulers(frame)
+    if not ranking.empty:
+        parts += ["", "## Step 1: ruler screening on flipped seeds", "",
+                  "| ruler | log10 MAE | missed hits | queries | calibrated runtime (s) |", "|---|---|---|---|---|"]
+        parts += [f"| {r.ruler} | {_fmt(r.log10_mae, '.2f')} | {int(r.missed_hits)} | {_fmt(r.queries, ',.0f')} "
+                  f"| {_fmt(r.runtime_calibrated, '.1f')} |" for _, r in ranking.iterrows()]
+    if (frame.stage == "eval").any():
+        parts += ["", "## Step 2: head-to-head on held-out seeds", "", markdown_table(head_to_head(frame))]
+    parts += ["", "## Figures", ""]
+    parts += [f"![{name}](figures/{path.name})" for name, path in figures.items()]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return path

