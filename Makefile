@@ -17,8 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/scarce estimate --problem linear --dim 100 --pf 1e-6 --n-samples 2000 --seed 0
-	$(BIN)/scarce estimate --problem two_regions --dim 10 --pf 1e-5 --n-samples 2000 --seed 0
+	$(BIN)/scarce vision --preset quick --run-dir runs/vision-quick
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scarce.errors import ScarceError, check_in_interval, check_positive_int
+
 
 @dataclass(frozen=True)
 class ThresholdChoice:
@@ -48,6 +50,19 @@ class ThresholdChoice:
     def is_failure_level(self) -> bool:
         """True when the threshold is the failure event (``+inf``)."""
         return math.isinf(self.threshold) and self.threshold > 0
+
+
+def check_level_sizes(n_samples: object, level_probability: object, *, high: float = 0.5,
+                      high_open: bool = False) -> tuple[int, float]:
+    """Validate ``N`` (>= 2) and ``p0`` (in (0, high]) with ``N * p0 >= 1``; return them."""
+    n = check_positive_int("n_samples", n_samples, minimum=2)
+    p0 = check_in_interval("level_probability", level_probability, 0.0, high, high_open=high_open)
+    if n * p0 < 1:
+        raise ScarceError(
+            f"n_samples * level_probability must be >= 1 (at least one seed per level), got "
+            f"{n} * {p0} = {n * p0:g}"
+        )
+    return n, p0
 
 
 def n_seeds_target(n_samples: int, level_probability: float) -> int:

@@ -10,24 +10,7 @@ Importing this package imports only numpy; torch is never needed to read data.
 
 from __future__ import annotations
 
-from scarce.datasets.mnist import (
-    EMBEDDED_SOURCE,
-    MNIST_FILES,
-    MNIST_MIRRORS,
-    MnistSplits,
-    download_mnist,
-    load_mnist,
-    read_idx,
-    write_idx,
-)
+from scarce.datasets import mnist as _mnist
+from scarce.datasets.mnist import *  # noqa: F403 - the public names of the MNIST module
 
-__all__ = [
-    "EMBEDDED_SOURCE",
-    "MNIST_FILES",
-    "MNIST_MIRRORS",
-    "MnistSplits",
-    "download_mnist",
-    "load_mnist",
-    "read_idx",
-    "write_idx",
-]
+__all__ = list(_mnist.__all__)

@@ -99,6 +99,7 @@ from scarce.errors import (
     check_in_interval,
     check_positive_int,
 )
+from scarce.levels import check_level_sizes
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
 from scarce.seeding import SeedLike, as_generator, describe_seed
@@ -191,13 +192,7 @@ class AMLS:
         self.width_shrink = width_shrink
 
     def _validate(self) -> None:
-        n = check_positive_int("n_samples", self.n_samples, minimum=2)
-        rho = check_in_interval("level_probability", self.level_probability, 0.0, 1.0, high_open=True)
-        if n * rho < 1:
-            raise ScarceError(
-                f"n_samples * level_probability must be >= 1 (at least one survivor per level), got "
-                f"{n} * {rho} = {n * rho:g}"
-            )
+        n, _ = check_level_sizes(self.n_samples, self.level_probability, high=1.0, high_open=True)
         steps = check_positive_int("n_steps", self.n_steps)
         _check_positive_float("initial_width", self.initial_width)
         check_positive_int("max_levels", self.max_levels)

