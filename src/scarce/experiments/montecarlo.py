@@ -1,0 +1,227 @@
+r"""Monte Carlo ground truth for huge budgets: chunked map-reduce with per-chunk checkpoints.
+
+A budget of :math:`N` samples is cut into chunks of ``chunk_size``; chunk :math:`c` draws its
+samples from the :math:`c`-th child of ``SeedSequence(seed).spawn``, so the total is the same
+whichever executor runs the chunks and in whatever order, and a chunk's seed does not depend on
+the total budget (raising ``n_samples`` later reuses the chunks already done). Each finished
+chunk's counts are checkpointed in a :class:`~scarce.experiments.store.ResultStore`; an
+interrupted run resumes with the chunks not stored yet. The reduce step sums failures:
+:math:`\hat P = \sum_c K_c / \sum_c n_c`, with the exact Clopper-Pearson interval of
+:class:`~scarce.estimators.MonteCarlo` (the result is the same type).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from scarce.errors import ScarceError, check_positive_int
+from scarce.experiments.executors import Executor, run_grid
+from scarce.experiments.store import ResultStore
+from scarce.problem import RareEventProblem
+from scarce.results import EstimateResult, LevelDiagnostics
+
+__all__ = ["ChunkedMonteCarlo"]
+
+_RESOLVED: list[tuple[Any, RareEventProblem]] = []
+
+
+def _problem(shared: Any) -> RareEventProblem:
+    """The problem itself, or built once per worker from a zero-argument factory."""
+    if isinstance(shared, RareEventProblem):
+        return shared
+    for source, problem in _RESOLVED:
+        if source is shared:
+            return problem
+    problem = shared()
+    if not isinstance(problem, RareEventProblem):
+        raise ScarceError(f"the problem factory must return a RareEventProblem, got {type(problem).__name__}")
+    _RESOLVED.append((shared, problem))
+    return problem
+
+
+def _factory_name(factory: Any) -> str:
+    """A name of a problem factory that is the same in every run (no memory addresses)."""
+    if isinstance(factory, functools.partial):
+        args = [repr(a) for a in factory.args] + [f"{k}={v!r}" for k, v in sorted(factory.keywords.items())]
+        return f"{_factory_name(factory.func)}({', '.join(args)})"
+    qualname = getattr(factory, "__qualname__", None)
+    if qualname is None or "<" in qualname:
+        raise ScarceError(f"pass name=... for the problem factory {factory!r}: its checkpoints need a "
+                          f"name that is the same in every run")
+    return f"{getattr(factory, '__module__', '?')}.{qualname}"
+
+
+def _chunk(task: tuple[int, int, list[int], int], shared: Any) -> dict[str, Any]:
+    """One chunk: ``n`` samples from the chunk's own seed; returns its counts."""
+    from scarce.estimators import MonteCarlo
+
+    index, n, entropy, batch = task
+    seed = np.random.SeedSequence(entropy[0] if len(entropy) == 1 else entropy, spawn_key=(index,))
+    start = time.perf_counter()
+    result = MonteCarlo(n_samples=n, batch_size=batch).estimate(_problem(shared), seed=seed)
+    return {"chunk": index, "n_samples": n, "n_failed": int(result.n_failed),
+            "wall": time.perf_counter() - start}
+
+
+def _entropy(seed: Any) -> list[int]:
+    if isinstance(seed, bool) or seed is None or isinstance(seed, np.random.Generator):
+        raise ScarceError(
+            f"seed must be a non-negative int or a SeedSequence without spawn key for a resumable "
+            f"Monte Carlo run, got {seed!r}: the chunks' seeds are recorded and must be reproducible")
+    if isinstance(seed, np.random.SeedSequence):
+        if seed.spawn_key:
+            raise ScarceError(f"seed must be a root SeedSequence (empty spawn_key), got spawn_key {seed.spawn_key}")
+        entropy = seed.entropy
+    elif isinstance(seed, (int, np.integer)):
+        entropy = int(seed)
+    else:
+        raise ScarceError(f"seed must be an int or a SeedSequence, got {type(seed).__name__}")
+    if isinstance(entropy, (int, np.integer)):
+        if entropy < 0:
+            raise ScarceError(f"seed must be non-negative, got {entropy}")
+        return [int(entropy)]
+    return [int(x) for x in entropy]
+
+
+class ChunkedMonteCarlo:
+    r"""Crude Monte Carlo over many chunks, resumable, on any executor.
+
+    Parameters
+    ----------
+    n_samples : int
+        Total samples ``N`` (10^8 and more is the intended use).
+    chunk_size : int
+        Samples per chunk: one task and one checkpoint (the last chunk may be smaller).
+    batch_size : int
+        Points per model call inside a chunk (a memory bound, not a statistical choice).
+
+    Notes
+    -----
+    Chunk ``c`` uses ``SeedSequence(seed).spawn(c + 1)[c]``, so its samples depend only on
+    ``seed`` and ``c``. The checkpoint configuration holds the problem's name and dimension, the
+    seed, ``chunk_size`` and ``batch_size`` (not ``n_samples``): a directory refuses another
+    problem or seed, and a larger budget later reuses the stored chunks.
+
+    Examples
+    --------
+    >>> from scarce.problems import linear
+    >>> mc = ChunkedMonteCarlo(n_samples=200_000, chunk_size=50_000)
+    >>> r = mc.estimate(linear(dim=5, probability=1e-2), seed=3)
+    >>> lo, hi = r.ci(0.999)
+    >>> r.n_samples, r.info["chunks"], lo < 1e-2 < hi
+    (200000, 4, True)
+    """
+
+    method = "monte_carlo"
+
+    def __init__(self, n_samples: int, chunk_size: int = 1_000_000, batch_size: int = 100_000) -> None:
+        self.n_samples = n_samples
+        self.chunk_size = chunk_size
+        self.batch_size = batch_size
+
+    def chunks(self) -> list[int]:
+        """Sizes of the chunks, in order."""
+        n = check_positive_int("n_samples", self.n_samples)
+        size = check_positive_int("chunk_size", self.chunk_size)
+        return [min(size, n - first) for first in range(0, n, size)]
+
+    def estimate(
+        self,
+        problem: RareEventProblem | Callable[[], RareEventProblem],
+        seed: int | np.random.SeedSequence,
+        *,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        executor: Executor | None = None,
+        name: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> EstimateResult:
+        """Run the chunks not checkpointed yet and reduce all of them.
+
+        Parameters
+        ----------
+        problem : RareEventProblem or callable
+            The problem, or a picklable zero-argument factory that builds it (called once per
+            worker: a model loaded on the worker's own GPU, a closure a process pool cannot
+            pickle).
+        seed : int or SeedSequence
+            Root of the chunks' seeds (recorded, so a rerun must pass the same).
+        checkpoint_dir : path, optional
+            Run directory of the chunk checkpoints; without one nothing is stored.
+        executor : Executor, optional
+            Where the chunks run (default: serially here).
+        name : str, optional
+            The problem's name in the checkpoint configuration (default: ``problem.name``, or
+            the factory's qualified name and the arguments of a ``functools.partial``).
+        progress : callable, optional
+            ``progress(done, total, key)`` after every chunk.
+        """
+        sizes = self.chunks()
+        batch = check_positive_int("batch_size", self.batch_size)
+        entropy = _entropy(seed)
+        if isinstance(problem, RareEventProblem):
+            label, dim = name or problem.name, problem.dim
+        elif callable(problem):
+            label, dim = name or _factory_name(problem), None
+        else:
+            raise ScarceError(f"problem must be a RareEventProblem or a factory returning one, got "
+                              f"{type(problem).__name__}")
+        config = {"kind": "chunked_monte_carlo", "problem": label, "dim": dim, "seed": entropy,
+                  "chunk_size": int(self.chunk_size), "batch_size": batch}
+        store: Any = ResultStore(checkpoint_dir, config) if checkpoint_dir is not None else _MemoryStore()
+        tasks = {f"chunk-{i:09d}": (i, n, entropy, batch) for i, n in enumerate(sizes)}
+        start = time.perf_counter()
+        payloads = run_grid(store, executor, _chunk, tasks, shared=problem, progress=progress,
+                            seeds={key: {"entropy": entropy, "spawn_key": [task[0]]} for key, task in tasks.items()})
+        missing = [key for key in tasks if key not in payloads]
+        if missing:
+            errors = store.errors()
+            first = errors.get(missing[0], {})
+            raise ScarceError(
+                f"{len(missing)} of {len(tasks)} Monte Carlo chunks failed (first: {missing[0]}: "
+                f"{first.get('type', '?')}: {first.get('message', '?')}); the finished chunks are kept, "
+                f"rerun to compute the rest")
+        n = sum(int(p["n_samples"]) for p in payloads.values())
+        failures = sum(int(p["n_failed"]) for p in payloads.values())
+        p_hat = failures / n
+        cov = math.sqrt((1 - p_hat) / (n * p_hat)) if failures else math.inf
+        level = LevelDiagnostics(
+            level=0, threshold=math.inf, probability=p_hat, cumulative_probability=p_hat, n_seeds=failures,
+            correlation_factor=0.0, cov=cov, n_queries=n, n_failed=failures,
+        )
+        return EstimateResult(
+            method=self.method, probability=p_hat, cov=cov, n_queries=n, n_samples=n, n_failed=failures,
+            reached_failure=True, status="converged", levels=(level,), wall_time=time.perf_counter() - start,
+            level_probability=None, interval="clopper-pearson", problem=label,
+            info={"seed": {"entropy": entropy}, "batch_size": batch, "chunks": len(sizes),
+                  "chunk_size": int(self.chunk_size),
+                  "chunk_seconds": float(sum(float(p["wall"]) for p in payloads.values())),
+                  "checkpoint_dir": None if checkpoint_dir is None else str(checkpoint_dir)},
+        )
+
+
+class _MemoryStore:
+    """The part of ResultStore's interface :func:`run_grid` uses, in memory (no checkpoints)."""
+
+    def __init__(self) -> None:
+        self._payloads: dict[str, dict[str, Any]] = {}
+        self._errors: dict[str, dict[str, Any]] = {}
+
+    def load(self, key: str) -> dict[str, Any] | None:
+        return self._payloads.get(key)
+
+    def save(self, key: str, payload: Mapping[str, Any], *, seed: Any = None) -> None:
+        self._payloads[key] = dict(payload)
+        self._errors.pop(key, None)
+
+    def save_error(self, key: str, error: BaseException) -> None:
+        self._errors[key] = {"key": key, "type": type(error).__name__, "message": str(error)}
+
+    def errors(self) -> dict[str, dict[str, Any]]:
+        return dict(self._errors)
