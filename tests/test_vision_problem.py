@@ -177,3 +177,23 @@ def test_store_keeps_earlier_results_when_a_write_fails(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert store.load("t") == {"value": 1}
     assert not [p for p in os.listdir(tmp_path / "tasks") if p.endswith(".tmp")]
+
+
+def test_fit_rulers_needs_enough_failures_and_seed_index_is_checked():
+    from scarce.applications.vision.offline import fit_rulers
+    from scarce.applications.vision.pipeline import VisionContext
+
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((200, 4))
+    failed = np.zeros(200, dtype=bool)
+    failed[:5] = True
+    with pytest.raises(ScarceError, match="5 failure.*min_failures=20"):
+        fit_rulers(["centroid"], Z, failed)
+    failed[:40] = True
+    assert set(fit_rulers(["centroid", "mah_bad"], Z, failed)) == {"centroid", "mah_bad"}
+    context = VisionContext(model=None, noise=None, rulers={}, seed_images=np.zeros((3, 4, 4)),
+                            seed_labels=np.array([1, 2, 3]))
+    assert context.seed(2)[1] == 3 and context.seed(0)[0].shape == (16,)
+    for bad in (3, -1, 1.0, True):
+        with pytest.raises(ScarceError, match=r"seed index must be an integer in 0..2"):
+            context.seed(bad)

@@ -81,7 +81,7 @@ def print_vision_tables(ranking, head_to_head) -> None:  # type: ignore[no-untyp
 
     console = Console()
     if not console.is_terminal:
-        console = Console(width=140)
+        console = Console(width=170)
     if len(ranking):
         console.print(_frame_table(ranking, "Step 1: ruler screening on flipped seeds", [
             ("ruler", "ruler", ""), ("log10_mae", "log10 MAE", ".3f"), ("missed_hits", "missed hits", ""),

@@ -34,6 +34,14 @@ class VisionContext:
     seed_labels: np.ndarray
     info: dict[str, Any] = field(default_factory=dict)
 
+    def seed(self, index: Any) -> tuple[np.ndarray, int]:
+        """The seed-pool image (flat, in [0, 1]) and label at ``index``, checked."""
+        n = len(self.seed_labels)
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < n:
+            raise ScarceError(f"seed index must be an integer in 0..{n - 1} (the seed pool holds {n} "
+                              f"images), got {index!r}")
+        return np.asarray(self.seed_images[index], dtype=np.float64).reshape(-1), int(self.seed_labels[index])
+
 
 def _load_harvest(path: Path) -> HarvestedData | None:
     if not path.exists():
@@ -68,6 +76,29 @@ def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray) -> dict[st
     from sklearn.metrics import roc_auc_score
 
     return {name: float(roc_auc_score(y, r.score_samples(Z))) for name, r in rulers.items()}
+
+
+def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any], splits: Any, noise: Any,
+                         cache: Path) -> dict[str, float]:
+    """AUC of each ruler on labelled embeddings of test-split seeds (never used for fitting).
+
+    Harvested like the training data, from a quarter as many seeds of the test split (which is
+    disjoint from the training data and from the evaluated seed pool).
+    """
+    path = cache / "harvest_heldout.npz"
+    data = _load_harvest(path)
+    if data is None:
+        n = max(2, preset.n_train_seeds // 4)
+        chosen = vulnerable_seeds(model, splits.test_images, splits.test_labels, n)
+        data = harvest(model, splits.test_images[chosen], splits.test_labels[chosen], noise,
+                       n_samples=preset.harvest_samples, max_queries=preset.harvest_max_queries,
+                       seed=preset.seed + 1)
+        _save_harvest(path, data)
+    if data.failed.all() or not data.failed.any():
+        return {}
+    Z = model.head.transform(data.features) if model.head is not None else \
+        data.features[:, : -model.n_classes].astype(np.float64)
+    return _separation(rulers, Z, data.failed)
 
 
 def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = None,
@@ -121,7 +152,12 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
     best = max(auc, key=auc.get)
     log(f"rulers: {len(rulers)} fitted on {Z.shape[0]} x {Z.shape[1]} embeddings; best separation "
         f"{best} AUC {auc[best]:.3f} (training seeds)")
+    held = _held_out_separation(preset, model, rulers, splits, noise, cache)
+    if held:
+        best_held = max(held, key=held.get)
+        log(f"separation on held-out seeds (test split): best {best_held} AUC {held[best_held]:.3f}")
     info = {"data": splits.source, "test_accuracy": test_accuracy, "harvest_points": int(len(data.failed)),
-            "harvest_failures": data.n_failures, "embedding": preset.embedding, "ruler_auc_train": auc}
+            "harvest_failures": data.n_failures, "embedding": preset.embedding, "ruler_auc_train": auc,
+            "ruler_auc_heldout": held}
     (cache / "context.json").write_text(json.dumps(info, indent=1, default=float), encoding="utf-8")
     return VisionContext(model, noise, rulers, splits.seed_images, splits.seed_labels, info)

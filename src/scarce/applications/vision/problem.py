@@ -55,9 +55,10 @@ class ForwardTimer:
     calls: int = 0
     points: int = 0
     seconds: float = 0.0
+    score_seconds: float = 0.0  # time in the score function (margin or ruler) after the pass
 
     def reset(self) -> None:
-        self.calls, self.points, self.seconds = 0, 0, 0.0
+        self.calls, self.points, self.seconds, self.score_seconds = 0, 0, 0.0, 0.0
 
 
 @dataclass
@@ -206,7 +207,10 @@ def perturbation_problem(
         failed = out.predicted() != label
         if record is not None:
             record(out, failed)
-        return score_fn(out, label), failed
+        start = time.perf_counter()
+        score = score_fn(out, label)
+        model.timer.score_seconds += time.perf_counter() - start
+        return score, failed
 
     return RareEventProblem(
         dim=model.n_pixels,

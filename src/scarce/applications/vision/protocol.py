@@ -24,6 +24,7 @@ import numpy as np
 
 from scarce.applications.vision.methods import MethodSettings, display_name, run_method
 from scarce.errors import ScarceError, unknown_name_error
+from scarce.experiments.executors import Executor, run_grid
 from scarce.experiments.store import ResultStore
 from scarce.rulers import VISION_RULERS
 
@@ -120,6 +121,21 @@ def task_key(stage: str, seed_index: int, method: str) -> str:
     return f"{stage}-{seed_index:05d}-{method.replace(':', '_')}"
 
 
+def _seed_record(seq: np.random.SeedSequence) -> Any:
+    return [int(x) for x in seq.entropy] if isinstance(seq.entropy, list) else str(seq.entropy)
+
+
+def _vision_task(task: tuple[str, int, str, int], shared: tuple[Any, MethodSettings]) -> dict[str, Any]:
+    """One (stage, seed index, method) task; runs in a worker with the shared context."""
+    stage, seed_index, method, base = task
+    ctx, methods = shared
+    image, label = ctx.seed(seed_index)
+    result, timing = run_method(method, ctx.model, image, label, ctx.noise, methods, rulers=ctx.rulers,
+                                seed=task_seed(base, stage, seed_index, method))
+    return {"stage": stage, "seed_index": seed_index, "label": label, "method": method,
+            "result": result.to_dict(), "timing": timing}
+
+
 @dataclass
 class VisionRun:
     """A vision run over a run directory: offline set-up, the three stages, and result rows.
@@ -130,51 +146,50 @@ class VisionRun:
     run_dir : path of the run directory (results, caches)
     context : the fitted offline objects (see :func:`scarce.applications.vision.pipeline.build_context`)
     progress : optional callable ``progress(stage, done, total, label)``
+    executor : where tasks run (:mod:`scarce.experiments.executors`; default serial, here). The
+        context ships to each worker once; results do not depend on the executor.
     """
 
     preset: VisionPreset
     run_dir: Path
     context: Any
     progress: Callable[[str, int, int, str], None] | None = None
+    executor: Executor | None = None
 
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir)
         self.store = ResultStore(self.run_dir, self.preset.config())
+        self._shared_objects: tuple[Any, MethodSettings] | None = None
 
     # -- tasks -----------------------------------------------------------------------------
+    def _shared(self) -> tuple[Any, MethodSettings]:
+        """What every task needs, built once so executors ship it to each worker once."""
+        if self._shared_objects is None or self._shared_objects[0] is not self.context:
+            self._shared_objects = (self.context, self.preset.methods)
+        return self._shared_objects
+
     def _run_task(self, stage: str, seed_index: int, method: str) -> dict[str, Any] | None:
-        key = task_key(stage, seed_index, method)
-        payload = self.store.load(key)
-        if payload is not None:
-            return payload
-        ctx = self.context
-        image, label = ctx.seed_images[seed_index], int(ctx.seed_labels[seed_index])
-        seq = task_seed(self.preset.seed, stage, seed_index, method)
-        try:
-            result, timing = run_method(method, ctx.model, image, label, ctx.noise, self.preset.methods,
-                                        rulers=ctx.rulers, seed=seq)
-        except ScarceError:
-            raise
-        except Exception as error:  # a failing task is recorded; the grid goes on
-            self.store.save_error(key, error)
-            return None
-        payload = {"stage": stage, "seed_index": seed_index, "label": label, "method": method,
-                   "result": result.to_dict(), "timing": timing}
-        self.store.save(key, payload, seed=[int(x) for x in seq.entropy] if isinstance(seq.entropy, list)
-                        else str(seq.entropy))
-        return payload
+        """One task, here and now (stored, or its error recorded); None if it raised."""
+        rows = self._run_stage(stage, [(seed_index, method)])
+        return rows[0] if rows else None
 
     def _run_stage(self, stage: str, jobs: list[tuple[int, str]]) -> list[dict[str, Any]]:
-        out = []
-        for done, (seed_index, method) in enumerate(jobs):
+        """Every (seed index, method) of a stage through the executor; finished tasks are skipped.
+
+        Each result is stored as it arrives; a task that raises is recorded and the others go
+        on, except a :class:`ScarceError` (bad settings), which is recorded and stops the run.
+        """
+        tasks = {task_key(stage, i, m): (stage, i, m, self.preset.seed) for i, m in jobs}
+        labels = {task_key(stage, i, m): f"seed {i} {display_name(m)}" for i, m in jobs}
+        seeds = {key: _seed_record(task_seed(self.preset.seed, stage, i, m)) for key, (_, i, m, _) in tasks.items()}
+
+        def progress(done: int, total: int, key: str) -> None:
             if self.progress is not None:
-                self.progress(stage, done, len(jobs), f"seed {seed_index} {display_name(method)}")
-            payload = self._run_task(stage, seed_index, method)
-            if payload is not None:
-                out.append(payload)
-        if self.progress is not None:
-            self.progress(stage, len(jobs), len(jobs), "done")
-        return out
+                self.progress(stage, done, total, "done" if done == total else labels.get(key, key))
+
+        payloads = run_grid(self.store, self.executor, _vision_task, tasks, shared=self._shared(),
+                            seeds=seeds, progress=progress, abort_on=(ScarceError,))
+        return list(payloads.values())
 
     # -- stages ----------------------------------------------------------------------------
     def candidates(self) -> list[int]:
