@@ -37,25 +37,32 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--n-samples", type=int, default=2000, help="Subset Simulation N per level")
     parser.add_argument("--rulers", default="", help="comma-separated rulers (default: the run's top 3)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="preset overrides, as given to `scarce vision --set` for the run directory")
+    parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto: where forward passes run")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     args = parser.parse_args()
 
     import torch
 
     from scarce.applications.vision.methods import MethodSettings, display_name, run_method
     from scarce.applications.vision.pipeline import build_context
-    from scarce.applications.vision.protocol import VisionRun, get_preset
+    from scarce.applications.vision.protocol import VisionRun, get_preset, parse_overrides
     from scarce.errors import ScarceWarning
     from scarce.reporting.vision import rank_rulers, result_rows
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore", ScarceWarning)
-    preset = get_preset(args.preset)
-    context = build_context(preset, args.run_dir, log=lambda *_: None)
+    preset = get_preset(args.preset, **parse_overrides(args.set, args.preset))
+    context = build_context(preset, args.run_dir, data_dir=args.data_dir, log=lambda *_: None, device=args.device)
+    print(f"device {context.model.device}; data {context.info['data']}; classifier test accuracy "
+          f"{context.info['test_accuracy']:.4f}")
     run = VisionRun(preset, Path(args.run_dir), context)
     frame = result_rows(run.store)
     rulers = [r for r in args.rulers.split(",") if r] or list(rank_rulers(frame).ruler[:3])
     truth = frame[frame.stage == "smc"].set_index("seed_index")
-    smc = MethodSettings(smc_samples=args.smc_samples, smc_batch=20_000)
+    smc = MethodSettings(smc_samples=args.smc_samples, smc_batch=min(args.smc_samples, 50_000))
     settings = MethodSettings(ss_samples=args.n_samples, max_levels=12)
 
     # seeds: moderately rare in the run's Monte Carlo, then dense Monte Carlo for ground truth

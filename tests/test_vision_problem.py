@@ -197,3 +197,35 @@ def test_fit_rulers_needs_enough_failures_and_seed_index_is_checked():
     for bad in (3, -1, 1.0, True):
         with pytest.raises(ScarceError, match=r"seed index must be an integer in 0..2"):
             context.seed(bad)
+
+
+def test_set_overrides_are_typed_and_checked():
+    from scarce.applications.vision.protocol import get_preset, parse_overrides
+
+    out = parse_overrides(["n_eval=4", "methods.smc_samples=1e5", "classifier.epochs=2",
+                           "rulers=centroid,mah_bad", "top_k=2"], "paper")
+    preset = get_preset("paper", **out)
+    assert (preset.n_eval, preset.methods.smc_samples, preset.rulers) == (4, 100_000, ("centroid", "mah_bad"))
+    assert preset.classifier["epochs"] == 2 and preset.methods.ss_samples == 2000  # the rest kept
+    with pytest.raises(ScarceError, match="Did you mean 'n_eval'"):
+        parse_overrides(["n_evl=3"])
+    with pytest.raises(ScarceError, match="key=value"):
+        parse_overrides(["n_eval"])
+    with pytest.raises(ScarceError, match="scale takes a number"):
+        parse_overrides(["scale=abc"])
+    with pytest.raises(ScarceError, match="takes an integer"):
+        parse_overrides(["methods.smc_samples=1.5"])
+    with pytest.raises(ScarceError, match="unknown ruler in rulers 'centriod'"):
+        get_preset("quick", **parse_overrides(["rulers=centriod"]))
+
+
+def test_device_names_are_checked():
+    from scarce.applications.vision.problem import resolve_device
+
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("AUTO") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ScarceError, match="device must be 'cpu', 'cuda'"):
+        resolve_device("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ScarceError, match="asks for CUDA"):
+            resolve_device("cuda:0")

@@ -110,6 +110,9 @@ def vision(
     scale: Optional[float] = typer.Option(None, help="Override the noise scale (sigma or eps) of the preset."),
     noise: Optional[str] = typer.Option(None, help="Override the noise: gaussian or uniform."),
     seed: Optional[int] = typer.Option(None, help="Override the preset's seed."),
+    settings: Optional[list[str]] = typer.Option(None, "--set", help="Override any preset setting, repeatable: "
+                                                 "n_eval=20, methods.smc_samples=1e5, classifier.epochs=2, rulers=centroid,mah_bad."),
+    device: str = typer.Option("cpu", help="Where forward passes run: cpu (bit-reproducible), cuda, cuda:<i> or auto."),
     executor: str = typer.Option("serial", help="Where tasks run: serial (here), process (local process pool) "
                                  "or dask (a local Dask cluster, or the one at --scheduler). Same numbers on each."),
     workers: Optional[int] = typer.Option(None, help="Workers of the process pool or local Dask cluster (default: CPU cores)."),
@@ -120,7 +123,7 @@ def vision(
     from pathlib import Path
 
     from scarce.applications.vision.pipeline import build_context
-    from scarce.applications.vision.protocol import VisionRun, get_preset
+    from scarce.applications.vision.protocol import VisionRun, get_preset, parse_overrides
     from scarce.errors import ScarceError, ScarceWarning
     from scarce.experiments.executors import make_executor
     from scarce.experiments.store import ResultStore
@@ -128,13 +131,15 @@ def vision(
 
     overrides = {k: v for k, v in {"scale": scale, "noise": noise, "seed": seed}.items() if v is not None}
     try:
+        overrides = {**parse_overrides(settings or [], preset), **overrides}
         chosen = get_preset(preset, **overrides)
         pool = make_executor("dask" if scheduler is not None else executor, n_workers=workers, address=scheduler)
         # connect first: an unreachable scheduler is an error before anything is written
         with pool, warnings.catch_warnings():
             ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
             warnings.simplefilter("ignore", ScarceWarning)
-            context = build_context(chosen, run_dir, data_dir=data_dir, log=lambda m: typer.echo(m, err=True))
+            context = build_context(chosen, run_dir, data_dir=data_dir, log=lambda m: typer.echo(m, err=True),
+                                    device=device)
             with _stage_progress() as progress:
                 run = VisionRun(chosen, Path(run_dir), context, progress=progress, executor=pool)
                 outcome = run.run()

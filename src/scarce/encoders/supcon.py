@@ -110,7 +110,8 @@ class ProjectionHead:
         """Embed features of shape (n, in_dim) to unit vectors of shape (n, out_dim), float64."""
         X = check_embeddings(features, name="features", n_features=self.in_dim)
         torch = _torch()
-        return self.transform_tensor(torch.from_numpy(X.astype(np.float32))).double().numpy()
+        device = next(self.network.parameters()).device
+        return self.transform_tensor(torch.from_numpy(X.astype(np.float32)).to(device)).double().cpu().numpy()
 
     def state(self) -> dict[str, Any]:
         """Tensors to save with safetensors (weights plus the standardisation)."""

@@ -102,11 +102,12 @@ def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any]
 
 
 def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = None,
-                  log: Any = print) -> VisionContext:
+                  log: Any = print, device: str = "cpu") -> VisionContext:
     """Load data, train or load the classifier, harvest training seeds, train the head, fit rulers.
 
     ``log`` receives one-line progress messages (``print`` by default; pass ``lambda *_: None``
-    to silence).
+    to silence). ``device`` is where forward passes run (see :class:`VisionModel`); training is
+    always on CPU, where it is deterministic and cached.
     """
     from scarce.applications.vision.classifier import ClassifierConfig, accuracy, train_classifier
     from scarce.datasets import load_mnist
@@ -126,7 +127,7 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
     classifier = train_classifier(splits.train_images, splits.train_labels, config, cache_dir=cache)
     test_accuracy = accuracy(classifier, splits.test_images, splits.test_labels)
     log(f"classifier: test accuracy {test_accuracy:.4f} on {len(splits.test_labels)} held-out digits")
-    model = VisionModel(classifier)
+    model = VisionModel(classifier, device=device)
     noise = make_noise(preset.noise, preset.scale)
 
     harvest_path = cache / "harvest.npz"
@@ -143,7 +144,7 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
 
     if preset.embedding == "supcon":
         head = _head(preset, model, data, cache)
-        model = VisionModel(classifier, head=head)
+        model = VisionModel(classifier, head=head, device=device)
         Z = head.transform(data.features)
     else:
         Z = data.features[:, : -model.n_classes].astype(np.float64)
@@ -158,6 +159,6 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
         log(f"separation on held-out seeds (test split): best {best_held} AUC {held[best_held]:.3f}")
     info = {"data": splits.source, "test_accuracy": test_accuracy, "harvest_points": int(len(data.failed)),
             "harvest_failures": data.n_failures, "embedding": preset.embedding, "ruler_auc_train": auc,
-            "ruler_auc_heldout": held}
+            "ruler_auc_heldout": held, "device": model.device}
     (cache / "context.json").write_text(json.dumps(info, indent=1, default=float), encoding="utf-8")
     return VisionContext(model, noise, rulers, splits.seed_images, splits.seed_labels, info)

@@ -76,6 +76,11 @@ class VisionModel:
         the penultimate features.
     batch_size : int
         Largest batch sent to the classifier at once (a memory bound, not a statistical choice).
+    device : str
+        Where the passes run: ``"cpu"`` (the default; bit-reproducible), ``"cuda"``, ``"cuda:1"``,
+        or ``"auto"`` (CUDA when available). The classifier and head are moved there; inputs
+        and outputs stay numpy on the host. GPU kernels may differ from CPU in the last bits, so
+        a seed reproduces its numbers on the same device kind.
     """
 
     classifier: Any
@@ -84,6 +89,7 @@ class VisionModel:
     n_classes: int = 10
     image_shape: tuple[int, ...] = (1, 28, 28)
     timer: ForwardTimer = field(default_factory=ForwardTimer)
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if not hasattr(self.classifier, "logits_and_features"):
@@ -93,8 +99,14 @@ class VisionModel:
             )
         import torch
 
+        self.device = resolve_device(self.device)
+        if hasattr(self.classifier, "to"):
+            self.classifier.to(self.device)
+        if self.head is not None and hasattr(self.head, "network"):
+            self.head.network.to(self.device)
         with torch.inference_mode():
-            logits, _ = self.classifier.logits_and_features(torch.zeros((2, *self.image_shape)))
+            logits, _ = self.classifier.logits_and_features(
+                torch.zeros((2, *self.image_shape), device=self.device))
         if logits.ndim != 2 or logits.shape[1] != self.n_classes:
             raise ScarceError(
                 f"classifier returns logits of shape {tuple(logits.shape)} for 2 images; expected "
@@ -109,7 +121,7 @@ class VisionModel:
         """``[features, onehot(label)]`` as a float tensor: what the projection head reads."""
         import torch
 
-        onehot = torch.zeros((features.shape[0], self.n_classes), dtype=features.dtype)
+        onehot = torch.zeros((features.shape[0], self.n_classes), dtype=features.dtype, device=features.device)
         onehot[:, label] = 1.0
         return torch.cat([features, onehot], dim=1)
 
@@ -128,6 +140,7 @@ class VisionModel:
         with torch.inference_mode():
             for lo in range(0, x.shape[0], self.batch_size):
                 batch = torch.from_numpy(np.ascontiguousarray(x[lo:lo + self.batch_size], dtype=np.float32))
+                batch = batch.to(self.device, non_blocking=True)
                 logits, features = self.classifier.logits_and_features(
                     batch.reshape(-1, *self.image_shape))
                 if logits.ndim != 2 or logits.shape[1] != self.n_classes:
@@ -137,9 +150,9 @@ class VisionModel:
                     )
                 inputs = self.head_inputs(features, label)
                 embedding = features if self.head is None else self.head.transform_tensor(inputs)
-                logits_parts.append(logits.double().numpy())
-                embed_parts.append(embedding.double().numpy())
-                feature_parts.append(inputs.numpy())
+                logits_parts.append(logits.double().cpu().numpy())
+                embed_parts.append(embedding.double().cpu().numpy())
+                feature_parts.append(inputs.cpu().numpy())
         self.timer.calls += 1
         self.timer.points += x.shape[0]
         self.timer.seconds += time.perf_counter() - start
@@ -148,6 +161,23 @@ class VisionModel:
 
 
 ScoreFn = Callable[[ForwardOutputs, int], np.ndarray]
+
+
+def resolve_device(device: Any) -> str:
+    """``device`` checked: ``"cpu"``, ``"cuda"``/``"cuda:<i>"`` (which must be available) or ``"auto"``."""
+    import torch
+
+    name = str(device).strip().lower()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return name
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise ScarceError(f"device={device!r} asks for CUDA, which this torch build or machine lacks "
+                              f"(torch {torch.__version__}); use 'cpu' or 'auto'")
+        return name
+    raise ScarceError(f"device must be 'cpu', 'cuda', 'cuda:<index>' or 'auto', got {device!r}")
 
 
 def _score_function(score: Any) -> tuple[str, ScoreFn]:

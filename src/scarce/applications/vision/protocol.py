@@ -14,6 +14,7 @@ the seed index and the method, so results do not depend on the order tasks run i
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -28,7 +29,7 @@ from scarce.experiments.executors import Executor, run_grid
 from scarce.experiments.store import ResultStore
 from scarce.rulers import VISION_RULERS
 
-__all__ = ["PRESETS", "VisionPreset", "VisionRun", "task_seed"]
+__all__ = ["PRESETS", "VisionPreset", "VisionRun", "get_preset", "parse_overrides", "task_seed"]
 
 STAGES = {"smc": 0, "screen": 1, "eval": 2}
 QUICK_CLASSIFIER = {"conv1_channels": 16, "conv2_channels": 32, "hidden": 64}
@@ -67,6 +68,11 @@ class VisionPreset:
         from scarce.applications.vision.noise import make_noise
 
         make_noise(self.noise, self.scale)  # validates the noise name and scale
+        from scarce.rulers import available_rulers
+
+        for ruler in self.rulers:
+            if ruler not in available_rulers():
+                raise unknown_name_error("ruler in rulers", ruler, available_rulers())
         if self.top_k > len(self.rulers):
             raise ScarceError(f"top_k={self.top_k} exceeds the {len(self.rulers)} rulers screened")
 
@@ -110,6 +116,72 @@ def get_preset(name: str, **overrides: Any) -> VisionPreset:
     if isinstance(overrides.get("methods"), dict):
         overrides["methods"] = replace(preset.methods, **overrides["methods"])
     return replace(preset, **overrides) if overrides else preset
+
+
+def _coerce(key: str, text: str, current: Any) -> Any:
+    """``text`` read as the type of the field's current value (bool, int, float, str, tuple)."""
+    kind = {bool: "boolean", int: "an integer", float: "a number", tuple: "a comma-separated list"}.get(
+        type(current), "a string")
+    try:
+        if isinstance(current, bool):
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return text.lower() in ("true", "1", "yes")
+        if isinstance(current, int):
+            return int(text)
+        if isinstance(current, float):
+            return float(text)
+        if isinstance(current, tuple):
+            return tuple(item.strip() for item in text.split(",") if item.strip())
+    except ValueError:
+        raise ScarceError(f"--set {key}={text!r}: {key} takes {kind}, "
+                          f"like its preset value {current!r}") from None
+    return text
+
+
+def parse_overrides(items: Iterable[str], preset: str = "quick") -> dict[str, Any]:
+    """``["n_eval=4", "methods.smc_samples=1e5", "classifier.epochs=2"]`` as :func:`get_preset` overrides.
+
+    Keys are the fields of :class:`VisionPreset`; ``methods.<field>`` sets a field of
+    :class:`MethodSettings` and ``classifier.<field>`` a field of the classifier configuration.
+    Values are read as the type of the preset's current value (integers also as ``1e5``;
+    rulers as a comma-separated list). Unknown keys get a "did you mean".
+    """
+    from dataclasses import fields
+
+    from scarce.applications.vision.classifier import ClassifierConfig
+
+    base = PRESETS[preset] if preset in PRESETS else PRESETS["quick"]
+    top = {f.name for f in fields(VisionPreset)} - {"name", "methods", "classifier"}
+    nested = {"methods": {f.name: getattr(base.methods, f.name) for f in fields(MethodSettings)},
+              "classifier": {f.name: f.default for f in fields(ClassifierConfig)} | dict(base.classifier)}
+    allowed = sorted(top) + [f"{group}.{name}" for group, names in nested.items() for name in names]
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ScarceError(f"--set takes key=value, got {item!r}")
+        if key not in allowed:
+            raise unknown_name_error("preset setting", key, allowed)
+        group, _, name = key.rpartition(".")
+        current = nested[group][name] if group else getattr(base, name)
+        if isinstance(current, int) and not isinstance(current, bool) and "e" in text.lower():
+            try:
+                number = float(text)
+            except ValueError:
+                number = math.nan
+            if not number.is_integer():
+                raise ScarceError(f"--set {key}={text!r}: {key} takes an integer")
+            text = str(int(number))
+        value = _coerce(key, text, current)
+        if group:
+            out.setdefault(group, {})[name] = value
+        else:
+            out[name] = value
+    if "classifier" in out:
+        out["classifier"] = {**base.classifier, **out["classifier"]}
+    return out
 
 
 def task_seed(base: int, stage: str, seed_index: int, method: str) -> np.random.SeedSequence:
