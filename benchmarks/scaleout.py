@@ -13,6 +13,12 @@ result is also written to a result store as it arrives, as in a real run. The sc
 
     python benchmarks/scaleout.py            # 40 tasks
     python benchmarks/scaleout.py --tasks 80 --n-samples 10000
+    python benchmarks/scaleout.py --vision runs/vision-quick   # the quick vision grid
+
+With ``--vision RUN_DIR`` the grid is the whole quick vision protocol (Monte Carlo on the candidate
+seeds, screening, head-to-head: every task of ``scarce vision --preset quick``), reusing the offline
+stage cached in ``RUN_DIR`` (run ``make demo`` first) and writing each executor's results to a
+fresh run directory.
 
 The speed-up is bounded by the cores: on a 2-core machine shared with other work it is lower
 than on an idle one (the load average is printed with the table).
@@ -65,6 +71,50 @@ def run(executor, tasks: dict, folder: Path) -> tuple[float, dict]:
     return time.perf_counter() - start, payloads
 
 
+def vision_grid(run_dir: str, preset_name: str) -> None:
+    """The quick vision protocol on 1 and 2 local Dask workers: wall times, ratio, identity."""
+    import warnings
+
+    import torch
+
+    from scarce.applications.vision.pipeline import build_context
+    from scarce.applications.vision.protocol import VisionRun, get_preset
+    from scarce.errors import ScarceWarning
+    from scarce.experiments.executors import DaskExecutor
+    from scarce.reporting.vision import result_rows
+
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore", ScarceWarning)
+    preset = get_preset(preset_name)
+    context = build_context(preset, run_dir, log=lambda *_: None)
+    walls, startup, frames, counts = {}, {}, {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (1, 2):
+            start = time.perf_counter()
+            with DaskExecutor(n_workers=n, threads_per_worker=1) as executor:
+                executor.map(warm_up, range(4 * n))
+                startup[n] = time.perf_counter() - start
+                run = VisionRun(preset, Path(tmp) / f"dask-{n}", context, executor=executor)
+                start = time.perf_counter()
+                run.run()
+                walls[n] = time.perf_counter() - start
+                frame = result_rows(run.store)
+                counts[n] = len(frame)
+                cols = [c for c in ("stage", "seed_index", "method", "p_hat", "cov", "n_queries", "n_failed") if c in frame]
+                frames[n] = frame[cols].sort_values(["stage", "seed_index", "method"]).to_json(orient="records")
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    print(f"\nScale-out, the {preset_name} vision grid ({counts[1]} tasks); {os.cpu_count()} cores, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"{'executor':<16}{'wall (s)':>10}{'tasks/s':>10}{'start-up (s)':>14}")
+    for n in (1, 2):
+        print(f"{'Dask, %d worker%s' % (n, 's' if n > 1 else ''):<16}{walls[n]:>10.2f}"
+              f"{counts[n] / walls[n]:>10.2f}{startup[n]:>14.2f}")
+    print(f"\nspeed-up, 2 workers vs 1:            {walls[1] / walls[2]:.2f}x")
+    print(f"results identical 1 / 2 workers:     {frames[1] == frames[2]}")
+    if frames[1] != frames[2]:
+        raise SystemExit("results differ between 1 and 2 workers")
+
+
 def main() -> None:
     from scarce.experiments.executors import DaskExecutor, SerialExecutor
 
@@ -75,7 +125,13 @@ def main() -> None:
     parser.add_argument("--probability", type=float, default=1e-6)
     parser.add_argument("--n-noop", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2024)
+    parser.add_argument("--vision", metavar="RUN_DIR", default=None,
+                        help="time the quick vision grid instead, reusing RUN_DIR's offline stage")
+    parser.add_argument("--preset", default="quick", help="vision preset of RUN_DIR (with --vision)")
     args = parser.parse_args()
+    if args.vision:
+        vision_grid(args.vision, args.preset)
+        return
 
     tasks = {f"task-{i:04d}": (args.seed, i, args.n_samples, args.dim, args.probability) for i in range(args.tasks)}
     walls: dict[str, float] = {}

@@ -113,8 +113,11 @@ def vision(
     settings: Optional[list[str]] = typer.Option(None, "--set", help="Override any preset setting, repeatable: "
                                                  "n_eval=20, methods.smc_samples=1e5, classifier.epochs=2, rulers=centroid,mah_bad."),
     device: str = typer.Option("cpu", help="Where forward passes run: cpu (bit-reproducible), cuda, cuda:<i> or auto."),
-    executor: str = typer.Option("serial", help="Where tasks run: serial (here), process (local process pool) "
-                                 "or dask (a local Dask cluster, or the one at --scheduler). Same numbers on each."),
+    executor: str = typer.Option("process", help="Where tasks run: process (a local process pool, the default), "
+                                 "serial (here) or dask (a local Dask cluster, or the one at --scheduler). "
+                                 "Same numbers on each."),
+    dask: Optional[str] = typer.Option(None, help="'local' starts a local Dask cluster; an address "
+                                       "(tcp://host:8786) joins a running one. Implies --executor dask."),
     workers: Optional[int] = typer.Option(None, help="Workers of the process pool or local Dask cluster (default: CPU cores)."),
     scheduler: Optional[str] = typer.Option(None, help="Address of a running Dask scheduler (tcp://host:8786); implies --executor dask."),
 ) -> None:
@@ -133,7 +136,11 @@ def vision(
     try:
         overrides = {**parse_overrides(settings or [], preset), **overrides}
         chosen = get_preset(preset, **overrides)
-        pool = make_executor("dask" if scheduler is not None else executor, n_workers=workers, address=scheduler)
+        if dask is not None and scheduler is not None:
+            raise ScarceError(f"give the scheduler once: --dask {dask!r} or --scheduler {scheduler!r}")
+        address = scheduler if scheduler is not None else (None if dask in (None, "local") else dask)
+        kind = "dask" if (dask is not None or scheduler is not None) else executor
+        pool = make_executor(kind, n_workers=workers, address=address)
         # connect first: an unreachable scheduler is an error before anything is written
         with pool, warnings.catch_warnings():
             ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first

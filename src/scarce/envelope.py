@@ -112,10 +112,12 @@ def lineage_variance(
                     raise ValueError("lineage without parents above level 0")
                 anc = parent[anc]
             groups.append(np.bincount(anc, weights=res_l / (n_samples * p_l), minlength=size_a))
+        # np.sum, not BLAS dot: its pairwise order does not depend on the BLAS thread count,
+        # so a seed gives the same CoV in a worker process as in the parent, bit for bit
         g_m = groups[-1]
-        total += float(g_m @ g_m)
+        total += float(np.sum(g_m * g_m))
         for g_l in groups[:-1]:
-            total += 2.0 * float(g_l @ g_m)
+            total += 2.0 * float(np.sum(g_l * g_m))
     return total
 
 

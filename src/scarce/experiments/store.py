@@ -15,6 +15,7 @@ configuration is refused: results of two configurations never mix.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -46,13 +47,26 @@ def config_fingerprint(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical(dict(config)).encode()).hexdigest()
 
 
-def _git_hash() -> str | None:
+def _git(*args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5,
                              cwd=Path(__file__).resolve().parent)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def _git_hash() -> str | None:
+    """HEAD of the checkout the package runs from (``+dirty`` with uncommitted changes), or None.
+
+    Read once per process: a run saves thousands of task files and git does not change under it.
+    """
+    head = _git("rev-parse", "HEAD")
+    if not head:
+        return None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return f"{head}+dirty" if status else head
 
 
 def provenance() -> dict[str, Any]:
