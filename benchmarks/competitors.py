@@ -120,7 +120,14 @@ def run_openturns(
     algo.run()
     result = algo.getResult()
     probability = float(result.getProbabilityEstimate())
-    cov = float(result.getCoefficientOfVariation())
+    try:
+        cov = float(result.getCoefficientOfVariation())
+    except (RuntimeError, TypeError, ValueError) as exc:
+        # OpenTURNS 1.27 raises "variance estimate must be >= 0" when its Au-Beck sum goes
+        # negative (negative correlation factors on a short chain); the estimate itself is fine.
+        if "variance" not in str(exc).lower():
+            raise
+        cov = math.nan
     wall = time.perf_counter() - t0
     return CompetitorRun(probability, counted.n_queries, wall, cov)
 
