@@ -50,6 +50,20 @@ def test_subset_simulation_is_unbiased_on_known_answers(problem):
     assert 0.05 < est.std() / est.mean() < 0.6
 
 
+@pytest.mark.parametrize("width", [0.5, 1.5])
+def test_unbiased_when_scores_sit_on_wide_plateaus(width):
+    """Scores floor(u1 / width) * width: every level is a block of ties (the LLM fleet's case)."""
+    from scipy.stats import norm
+
+    def evaluate(x):
+        return np.floor(x[:, 0] / width) * width, x[:, 0] >= 3.0
+
+    problem = scarce.RareEventProblem(dim=2, evaluate=evaluate, name=f"plateaus-{width}")
+    results = repeated(problem, SubsetSimulation(n_samples=500), reps=120)
+    assert_unbiased(results, norm.sf(3.0))
+    assert all(r.reached_failure for r in results)
+
+
 def test_modified_metropolis_is_unbiased():
     problem = linear(dim=20, probability=1e-4)
     assert_unbiased(repeated(problem, SubsetSimulation(n_samples=1000, kernel=ModifiedMetropolis()), 40), 1e-4)
