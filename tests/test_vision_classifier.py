@@ -243,3 +243,16 @@ def test_check_classifier():
         check_classifier("cnn")
     with pytest.raises(ScarceError, match="n_classes must be an integer >= 2"):
         check_classifier(SmallCNN(seed=0), n_classes=1)
+
+
+def test_inference_pooling_is_bit_identical_to_max_pool2d():
+    import torch.nn.functional as F
+
+    from scarce.applications.vision.classifier import _max_pool_2x2
+
+    x = torch.randn(7, 5, 28, 28, generator=torch.Generator().manual_seed(0))
+    x[0, 0, 0, :2] = torch.tensor([float("nan"), 1.0])  # NaN propagates as in max_pool2d
+    for t in (x, torch.relu(x), x[..., :14, :14]):
+        assert torch.equal(_max_pool_2x2(t).nan_to_num(-9.0), F.max_pool2d(t, 2).nan_to_num(-9.0))
+    odd = torch.randn(2, 3, 7, 7)
+    assert torch.equal(_max_pool_2x2(odd), F.max_pool2d(odd, 2))

@@ -233,8 +233,9 @@ class SmallCNN(nn.Module):
         """Penultimate-layer embedding of shape (n, hidden) (after ReLU) for images in [0, 1]."""
         x = self._as_batch(x).to(self.fc1.weight.dtype)
         x = (x - PIXEL_MEAN) / PIXEL_STD
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        pool = _max_pool_2x2 if not torch.is_grad_enabled() else _max_pool_grad
+        x = pool(F.relu(self.conv1(x)))
+        x = pool(F.relu(self.conv2(x)))
         return F.relu(self.fc1(x.flatten(1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -245,6 +246,23 @@ class SmallCNN(nn.Module):
         """Logits and penultimate features from one forward pass (what the estimators read)."""
         features = self.features(x)
         return self.fc2(features), features
+
+
+def _max_pool_grad(x: torch.Tensor) -> torch.Tensor:
+    return F.max_pool2d(x, 2)
+
+
+def _max_pool_2x2(x: torch.Tensor) -> torch.Tensor:
+    """2x2 max pooling, stride 2, as two elementwise maxima of strided views (no gradient path).
+
+    The same values as ``F.max_pool2d(x, 2)`` bit for bit (a maximum is exact), about 3-7x faster
+    on CPU for the batches Subset Simulation sends, where torch's pooling kernel dominated the
+    forward pass. Odd sizes fall back to ``F.max_pool2d``.
+    """
+    if x.shape[-1] % 2 or x.shape[-2] % 2:
+        return F.max_pool2d(x, 2)
+    rows = torch.maximum(x[..., 0::2, :], x[..., 1::2, :])
+    return torch.maximum(rows[..., 0::2], rows[..., 1::2])
 
 
 # --------------------------------------------------------------------------- input checks
