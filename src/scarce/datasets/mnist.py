@@ -43,6 +43,7 @@ from typing import Union
 import numpy as np
 from numpy.typing import NDArray
 
+from scarce._atomic import atomic_write_bytes
 from scarce.errors import ScarceError, check_positive_int
 
 __all__ = [
@@ -159,19 +160,6 @@ def read_idx(path: PathLike) -> NDArray:
     return _parse_idx(_read_bytes(path), path)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_idx(path: PathLike, array: NDArray, compress: bool = False) -> Path:
     """Write ``array`` as an IDX file (atomically: temporary file, then rename).
 
@@ -203,7 +191,7 @@ def write_idx(path: PathLike, array: NDArray, compress: bool = False) -> Path:
     data = header + np.ascontiguousarray(a, dtype=a.dtype.newbyteorder(">")).tobytes()
     if compress:
         data = gzip.compress(data, mtime=0)
-    _atomic_write(path, data)
+    atomic_write_bytes(path, data)
     return path
 
 

@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 import time
 import traceback
 import warnings
@@ -29,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from scarce._atomic import atomic_write_text
 from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = ["CorruptResultWarning", "ResultStore", "config_fingerprint", "provenance"]
@@ -83,24 +83,6 @@ def provenance() -> dict[str, Any]:
             pass
     return {"versions": versions, "git": _git_hash(), "host": platform.node(),
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically; on any error the old file (if any) is untouched."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _check_key(key: str) -> str:

@@ -13,11 +13,8 @@ first use.
 
 from __future__ import annotations
 
-import importlib
-
+from scarce._lazy import lazy_getattr
 from scarce.rulers import registry as _registry
-from typing import Any
-
 from scarce.rulers.registry import (
     LLM_FAMILIES,
     THRESHOLD_PERCENTILES,
@@ -48,10 +45,7 @@ _LAZY = {
 __all__ = [*_registry.__all__, *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'scarce.rulers' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -41,7 +41,7 @@ from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
 from scarce._checks import warn_user
-from scarce.datasets.mnist import _atomic_write
+from scarce._atomic import atomic_write_bytes
 from scarce.errors import ScarceError, ScarceWarning, check_positive_int
 
 __all__ = [
@@ -468,8 +468,8 @@ def save_classifier(model: SmallCNN, path: PathLike, info: Mapping[str, Any] | N
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     metadata = {"format": str(CACHE_FORMAT), "model": "SmallCNN",
                 "architecture": json.dumps(model.architecture()), "info": json.dumps(info, sort_keys=True)}
-    _atomic_write(path, save(tensors, metadata=metadata))
-    _atomic_write(path.with_suffix(".json"), (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(path, save(tensors, metadata=metadata))
+    atomic_write_bytes(path.with_suffix(".json"), (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
     return path
 
 
