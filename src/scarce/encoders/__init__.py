@@ -1,25 +1,32 @@
 """Encoders: maps from model inputs or features to the embeddings that rulers score.
 
-``supcon``: projection heads trained with the supervised contrastive loss (torch, imported on
-first use, so ``import scarce.encoders`` stays light).
+``supcon``: projection heads trained with the supervised contrastive loss; ``projection``: the
+LLM head settings; ``judge``: Llama-Guard style judge hidden states and p_unsafe (transformers);
+``text``: the offline sentence encoder (all-MiniLM-L6-v2); ``cache``: the on-disk embedding cache
+they share. Each module is imported on first use, so ``import scarce.encoders`` stays light
+(no torch, transformers or sentence-transformers).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from scarce._lazy import lazy_getattr
 
 _LAZY = {
     "HeadConfig": "scarce.encoders.supcon",
     "ProjectionHead": "scarce.encoders.supcon",
     "supcon_loss": "scarce.encoders.supcon",
     "train_projection_head": "scarce.encoders.supcon",
+    "LLM_HEAD": "scarce.encoders.projection",
+    "fit_llm_head": "scarce.encoders.projection",
+    "JudgeEncoder": "scarce.encoders.judge",
+    "JudgeOutputs": "scarce.encoders.judge",
+    "SentenceEncoder": "scarce.encoders.text",
+    "render_conversation": "scarce.encoders.text",
+    "EmbeddingCache": "scarce.encoders.cache",
+    "cached_encode": "scarce.encoders.cache",
 }
 
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'scarce.encoders' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

