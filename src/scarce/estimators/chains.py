@@ -140,7 +140,9 @@ def run_chains(
         active = int(np.count_nonzero(lengths > step))  # a leading slice: lengths are sorted
         cur_u, cur_s = current_u[:active], current_s[:active]
         candidate = kernel.propose(cur_u, params, rng)
-        moved = np.any(candidate != cur_u, axis=1)  # an unchanged candidate needs no model call
+        # an unchanged candidate needs no model call; kernels whose candidates move almost surely
+        # (aCS) skip the check, a full pass over the batch
+        moved = np.ones(active, dtype=bool) if kernel.always_moves else np.any(candidate != cur_u, axis=1)
         cand_s = cur_s.copy()
         if moved.all():
             cand_s = evaluate(candidate, step)

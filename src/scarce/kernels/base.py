@@ -50,12 +50,17 @@ class Kernel(ABC):
         Acceptance rate the scale is adapted toward.
     adapt : bool
         Whether the scale is adapted between MCMC steps.
+    always_moves : bool
+        True when a candidate differs from its current state almost surely (aCS), so the chain
+        driver need not look for unchanged candidates before evaluating. False (the safe
+        default) for kernels that can return the current state (modified Metropolis).
     """
 
     name: str = "kernel"
     initial_scale: float = 1.0
     target_acceptance: float = 0.44
     adapt: bool = True
+    always_moves: bool = False
 
     def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
         """Parameters for a level whose chains start at ``seeds`` (shape ``(n_seeds, d)``)."""

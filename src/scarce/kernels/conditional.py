@@ -68,6 +68,7 @@ class ConditionalSampling(Kernel):
     """
 
     name = "acs"
+    always_moves = True  # sigma > 0 in every component: a candidate equals its state with probability 0
 
     def __init__(
         self, initial_scale: float = 0.6, target_acceptance: float = 0.35, adapt: bool = True, spread: str = "unit"
