@@ -160,8 +160,13 @@ def main(argv=None) -> int:
     except ImportError:  # pragma: no cover
         competitors = None
     suite = BENCHMARK_SUITE if args.problems == "all" else [BENCHMARK_SUITE[int(i)] for i in args.problems.split(",")]
+    modules = {"openturns": "openturns", "uqpy": "UQpy"}
+    unknown = [m for m in args.methods if m not in modules]
+    if unknown:
+        parser.error(f"--methods takes competitors among {', '.join(modules)} (scarce and Monte Carlo "
+                     f"always run), got {', '.join(unknown)}")
     if args.methods:
-        missing = [m for m in args.methods if not _importable({"openturns": "openturns", "uqpy": "UQpy"}[m])]
+        missing = [m for m in args.methods if not _importable(modules[m])]
         if missing:
             print(f"competitors not installed: {missing} (pip install -e '.[bench]'); running without them", file=sys.stderr)
             args.methods = [m for m in args.methods if m not in missing]
