@@ -322,3 +322,15 @@ def test_vision_stage_is_identical_in_serial_process_and_dask(tmp_path, dask_exe
     assert _canonical(rows["dask"]) == _canonical(rows["serial"])
     # the local cluster's thread limits stay in its workers (torch here would train otherwise)
     assert {k: os.environ.get(k) for k in _THREADS} == _THREADS_AT_IMPORT
+
+
+def test_allocator_tuning_is_applied_once_and_harmless():
+    import sys
+
+    from scarce._allocator import keep_large_blocks
+
+    applied = keep_large_blocks()
+    assert applied is keep_large_blocks()  # cached: once per process
+    if sys.platform.startswith("linux"):
+        assert applied is True
+    assert np.ones((3000, 784)).sum() == 3000 * 784  # large blocks still allocate and free

@@ -43,6 +43,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from scarce._allocator import keep_large_blocks
 from scarce.errors import ScarceError, check_positive_int, unknown_name_error
 
 __all__ = [
@@ -137,6 +138,7 @@ def _limit_torch(threads: int | None) -> None:
 def _call(fn: Callable[..., Any], task: Any, shared: Any, threads: int | None = None) -> Any:
     """Run one task in a worker; an exception comes back as a :class:`_Failure`, not raised."""
     try:
+        keep_large_blocks()  # once per process: no page-fault churn on the per-step arrays
         _limit_torch(threads)
         with blas_threads(threads):
             return fn(task) if shared is NOTHING else fn(task, shared)
