@@ -84,6 +84,9 @@ def main() -> None:
     from scarce.errors import ScarceWarning
     from scarce.reporting.vision import rank_rulers, result_rows
 
+    from scarce._allocator import keep_large_blocks
+
+    keep_large_blocks()  # as every task process of a real run does (scarce.experiments.executors)
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore", ScarceWarning)
     preset = get_preset(args.preset, **parse_overrides(args.set, args.preset))
