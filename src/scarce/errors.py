@@ -91,3 +91,21 @@ def describe_bad_positions(mask: np.ndarray, limit: int = 5) -> str:
     shown = ", ".join(str(i) for i in where[:limit])
     more = f", ... ({where.size - limit} more)" if where.size > limit else ""
     return f"{where.size} point(s), at index {shown}{more}"
+
+
+def split_setting(item: str, allowed: Iterable[str], kind: str = "setting") -> tuple[str, str]:
+    """``"key=value"`` (a ``--set`` override) as ``(key, value text)``; the key must be allowed.
+
+    Raises
+    ------
+    ScarceError
+        No ``=`` or an empty key; an unknown key (with "did you mean" and the allowed keys).
+    """
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ScarceError(f"--set takes key=value, got {item!r}")
+    allowed = list(allowed)
+    if key not in allowed:
+        raise unknown_name_error(kind, key, allowed)
+    return key, text.strip()

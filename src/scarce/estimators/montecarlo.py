@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import time
 
-import numpy as np
-
 from scarce.errors import ScarceError, check_positive_int
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics

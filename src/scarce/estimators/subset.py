@@ -48,7 +48,6 @@ from scarce.errors import (
     LowAcceptanceWarning,
     ScarceError,
     StalledLevelWarning,
-    check_in_interval,
     check_positive_int,
 )
 from scarce.estimators.chains import ChainStats, Population, run_chains

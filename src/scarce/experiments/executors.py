@@ -55,6 +55,7 @@ __all__ = [
     "RemoteTraceback",
     "SerialExecutor",
     "blas_threads",
+    "executor_from_options",
     "make_executor",
     "run_grid",
 ]
@@ -526,6 +527,20 @@ def make_executor(kind: str = "serial", *, n_workers: int | None = None, address
     if kind == "process":
         return ProcessExecutor(n_workers, **options)
     return DaskExecutor(address, n_workers, **options)
+
+
+def executor_from_options(executor: str = "process", *, dask: str | None = None,
+                          scheduler: str | None = None, workers: int | None = None) -> Executor:
+    """The executor the command-line options ``--executor/--dask/--scheduler/--workers`` name.
+
+    ``dask="local"`` starts a local Dask cluster; any other ``dask`` value, or ``scheduler``, is
+    the address of a running one (either implies the Dask executor). Giving both is an error.
+    """
+    if dask is not None and scheduler is not None:
+        raise ScarceError(f"give the scheduler once: --dask {dask!r} or --scheduler {scheduler!r}")
+    address = scheduler if scheduler is not None else (None if dask in (None, "local") else dask)
+    kind = "dask" if (dask is not None or scheduler is not None) else executor
+    return make_executor(kind, n_workers=workers, address=address)
 
 
 # -- the durable loop ------------------------------------------------------------------------

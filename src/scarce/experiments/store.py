@@ -123,6 +123,18 @@ class ResultStore:
                 {"fingerprint": self.fingerprint, "config": self.config, "created": provenance()},
                 indent=2, sort_keys=True))
 
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> ResultStore:
+        """An existing run directory with the configuration it was made with (to report on it)."""
+        path = Path(root) / "config.json"
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))["config"]
+        except FileNotFoundError:
+            raise ScarceError(f"{str(root)!r} is not a run directory (no config.json)") from None
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ScarceError(f"{str(path)!r} is unreadable ({error}); the run directory is damaged") from None
+        return cls(root, config)
+
     def _task_path(self, key: str) -> Path:
         return self.root / "tasks" / f"{_check_key(key)}.json"
 

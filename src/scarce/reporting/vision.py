@@ -14,13 +14,13 @@ Metrics follow the paper (section 5, table "Comparison on 100 held-out MNIST see
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from scarce.applications.vision.methods import display_name
+from scarce.reporting.markdown import format_cell
 
 __all__ = ["T_REF", "head_to_head", "rank_rulers", "result_rows", "write_figures", "write_report"]
 
@@ -106,21 +106,10 @@ def _bar(ax: Any, labels: list[str], values: list[float], title: str, ylabel: st
 
 def write_figures(frame: Any, out_dir: str | Path) -> dict[str, Path]:
     """The figures of the paper's appendix "Additional Plots", part I, as PNG files."""
-    import matplotlib
+    from scarce.reporting.figures import FigureWriter
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {}
-
-    def save(fig: Any, name: str) -> None:
-        fig.tight_layout()
-        path = out_dir / f"{name}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths[name] = path
+    writer = FigureWriter(out_dir)
+    plt, save, paths = writer.plt, writer.save, writer.paths
 
     ranking = rank_rulers(frame)
     if not ranking.empty:
@@ -172,12 +161,6 @@ def write_figures(frame: Any, out_dir: str | Path) -> dict[str, Path]:
     return paths
 
 
-def _fmt(value: Any, spec: str) -> str:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return "-" if not math.isfinite(value) else format(value, spec)
 
 
 def markdown_table(table: Any) -> str:
@@ -187,9 +170,9 @@ def markdown_table(table: Any) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         lines.append(
-            f"| {r['name']} | {_fmt(r.mean_p, '.3e')} | {_fmt(r.smc_mean_p, '.3e')} | {_fmt(r.mae, '.2e')} "
-            f"| {_fmt(r.log10_mae, '.2f')} | {_fmt(r.median_rel_err, '.3f')} | {int(r.fp)} | {int(r.fn)} "
-            f"| {_fmt(r.queries, ',.0f')} | {_fmt(r.runtime_calibrated, '.1f')} | {_fmt(r.wall, '.2f')} "
+            f"| {r['name']} | {format_cell(r.mean_p, '.3e')} | {format_cell(r.smc_mean_p, '.3e')} | {format_cell(r.mae, '.2e')} "
+            f"| {format_cell(r.log10_mae, '.2f')} | {format_cell(r.median_rel_err, '.3f')} | {int(r.fp)} | {int(r.fn)} "
+            f"| {format_cell(r.queries, ',.0f')} | {format_cell(r.runtime_calibrated, '.1f')} | {format_cell(r.wall, '.2f')} "
             f"| {int(r.level_jumps)} |")
     return "\n".join(lines)
 
@@ -207,8 +190,8 @@ def write_report(frame: Any, out_dir: str | Path, *, context: dict[str, Any] | N
     if not ranking.empty:
         parts += ["", "## Step 1: ruler screening on flipped seeds", "",
                   "| ruler | log10 MAE | missed hits | queries | calibrated runtime (s) |", "|---|---|---|---|---|"]
-        parts += [f"| {r.ruler} | {_fmt(r.log10_mae, '.2f')} | {int(r.missed_hits)} | {_fmt(r.queries, ',.0f')} "
-                  f"| {_fmt(r.runtime_calibrated, '.1f')} |" for _, r in ranking.iterrows()]
+        parts += [f"| {r.ruler} | {format_cell(r.log10_mae, '.2f')} | {int(r.missed_hits)} | {format_cell(r.queries, ',.0f')} "
+                  f"| {format_cell(r.runtime_calibrated, '.1f')} |" for _, r in ranking.iterrows()]
     if (frame.stage == "eval").any():
         n_smc = int(frame[frame.stage == "smc"].n_queries.max())
         parts += ["", "## Step 2: head-to-head on held-out seeds", "", markdown_table(head_to_head(frame)), "",

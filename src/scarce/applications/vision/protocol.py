@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from scarce.applications.vision.methods import MethodSettings, display_name, run_method
-from scarce.errors import ScarceError, unknown_name_error
+from scarce.errors import ScarceError, split_setting, unknown_name_error
 from scarce.experiments.executors import Executor, run_grid
 from scarce.experiments.store import ResultStore
 from scarce.rulers import VISION_RULERS
@@ -158,12 +158,7 @@ def parse_overrides(items: Iterable[str], preset: str = "quick") -> dict[str, An
     allowed = sorted(top) + [f"{group}.{name}" for group, names in nested.items() for name in names]
     out: dict[str, Any] = {}
     for item in items:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ScarceError(f"--set takes key=value, got {item!r}")
-        if key not in allowed:
-            raise unknown_name_error("preset setting", key, allowed)
+        key, text = split_setting(item, allowed, "preset setting")
         group, _, name = key.rpartition(".")
         current = nested[group][name] if group else getattr(base, name)
         if isinstance(current, int) and not isinstance(current, bool) and "e" in text.lower():

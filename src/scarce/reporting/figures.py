@@ -1,0 +1,34 @@
+"""Writing a report's figures: matplotlib off-screen, one PNG per figure, paths collected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class FigureWriter:
+    """``save(fig, name)`` writes ``<out_dir>/<name>.png`` and closes the figure.
+
+    ``plt`` is :mod:`matplotlib.pyplot` with the non-interactive Agg backend (imported on
+    construction, so reports that draw nothing never import matplotlib); ``paths`` maps each
+    saved name to its file.
+    """
+
+    def __init__(self, out_dir: str | Path, *, dpi: int = 110):
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        self.plt = plt
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.dpi = dpi
+        self.paths: dict[str, Path] = {}
+
+    def save(self, fig: Any, name: str) -> None:
+        fig.tight_layout()
+        path = self.out_dir / f"{name}.png"
+        fig.savefig(path, dpi=self.dpi)
+        self.plt.close(fig)
+        self.paths[name] = path
