@@ -1,0 +1,456 @@
+"""The LLM ruler sweep (paper section 6 and appendix ``app:llm-ranking``) as a resumable run.
+
+**Set-up** (:func:`build_setup`, done once, stored as the task ``setup``). The rulers of every
+family are fitted on the attack method's records plus the benign records (label: the
+``jailbroken`` flag), optionally after the contrastive projection head. Each family's operating
+points ``tau_p`` are percentiles ``p`` of its fitted bad-score distribution. Every record of the
+corpus is scored once; what the tasks need (per family the benign scores, per group the scores and
+labels) is shipped to the workers once.
+
+**Cells.** One task is one cell (ruler variant ``<family>_p<p>``, group, ``eta``, ``N``): the
+fleet (:mod:`~scarce.applications.llm.fleet`) of the benign records and the group's records, the
+surrogate ``A_tau``, the calibration ``C_tau`` measured on the group's labelled records, the
+reference ``p_ref = eta * pi``, and ``n_runs`` Subset Simulation runs of ``N`` samples per level.
+Cells of the main grid use ``N = n_samples``; the ``N`` sweep repeats the p-``n_grid_percentile``
+variants over ``n_grid`` (a cell at ``N = n_samples`` is the main cell, computed once).
+
+**Transfer** (appendix ``app:gcg-transfer``). The rulers and thresholds fitted on the attack
+method are applied to the pooled records of ``transfer_method``; each transfer cell reports the
+same cascade runs calibrated twice: with ``C_tau`` inherited from the source method's pooled
+records and refitted on the target's.
+
+Per-task seeds are ``SeedSequence([seed, crc32(task key)])``: a function of what the task is, so
+one worker and many give the same numbers. Errors ``|r - 1|`` with ``r = p_hat / p_ref`` are
+computed from the stored runs by :mod:`scarce.reporting.llm`, never here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+import warnings
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scarce.applications.llm.corpus import benign_mask, check_corpus, group_mask, group_names
+from scarce.applications.llm.fleet import Fleet, check_eta, reference_probability
+from scarce.errors import ScarceError, ScarceWarning, split_setting, unknown_name_error
+from scarce.experiments.executors import Executor, run_grid
+from scarce.experiments.store import ResultStore
+from scarce.rulers.registry import LLM_FAMILIES, THRESHOLD_PERCENTILES
+
+__all__ = ["PRESETS", "LLMSweep", "SweepConfig", "build_setup", "get_preset", "parse_overrides",
+           "variant_name"]
+
+ETAS = (1e-4, 1e-3, 1e-2, 5e-2, 1e-1)
+
+
+def variant_name(family: str, percentile: int) -> str:
+    """``"pc1_p75"``: a family at an operating percentile (the registry's variant names)."""
+    return f"{family}_p{int(percentile)}"
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Everything that defines an LLM sweep (stored with its results as the run's config)."""
+
+    name: str
+    method: str = "PAIR"
+    groups: tuple[str, ...] = ()  # empty: every group of `method` with at least one jailbreak
+    families: tuple[str, ...] = LLM_FAMILIES
+    percentiles: tuple[int, ...] = THRESHOLD_PERCENTILES
+    etas: tuple[float, ...] = ETAS
+    n_samples: int = 20_000
+    n_runs: int = 20
+    n_grid: tuple[int, ...] = (2000, 5000, 20_000, 50_000)
+    n_grid_percentile: int = 75
+    level_probability: float = 0.1
+    head: bool = False
+    transfer_method: str = "GCG"  # "" for no transfer study
+    transfer_variants: tuple[str, ...] = ("pc1_p75", "centroid_p75")
+    transfer_etas: tuple[float, ...] = (1e-3, 1e-4)
+    ranking_min_eta: float = 1e-3  # the family ranking averages cells with eta >= this
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from scarce.rulers import available_rulers
+
+        for family in self.families:
+            if family not in LLM_FAMILIES:
+                raise unknown_name_error("ruler family in families", family, LLM_FAMILIES)
+        if not self.families or not self.percentiles or not self.etas:
+            raise ScarceError("families, percentiles and etas must each hold at least one value")
+        for p in (*self.percentiles, self.n_grid_percentile):
+            if not (isinstance(p, int) and 0 < p < 100):
+                raise ScarceError(f"percentiles must be integers in (0, 100); got {p!r}")
+        for eta in (*self.etas, *self.transfer_etas):
+            check_eta(eta)
+        for n in (self.n_samples, *self.n_grid):
+            if not (isinstance(n, int) and n >= 10):
+                raise ScarceError(f"n_samples and n_grid take integers >= 10; got {n!r}")
+        if not (isinstance(self.n_runs, int) and self.n_runs >= 1):
+            raise ScarceError(f"n_runs must be a positive integer; got {self.n_runs!r}")
+        if not 0.0 < self.level_probability <= 0.5:
+            raise ScarceError(f"level_probability must lie in (0, 0.5]; got {self.level_probability!r}")
+        for variant in self.transfer_variants:
+            if variant not in available_rulers("llm"):
+                raise unknown_name_error("ruler in transfer_variants", variant, available_rulers("llm"))
+
+    def config(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def variants(self) -> list[tuple[str, int]]:
+        return [(f, p) for f in self.families for p in self.percentiles]
+
+
+PRESETS: dict[str, SweepConfig] = {
+    # The paper's grid on the JailbreakBench PAIR groups: 6 families x 4 percentiles x groups x
+    # 5 eta at N = 20,000, 20 runs per cell; the N sweep over 2k-50k; PAIR -> GCG transfer.
+    "paper": SweepConfig(name="paper"),
+    # A smaller grid for a first look (minutes on 2 cores).
+    "quick": SweepConfig(name="quick", n_samples=5000, n_runs=10, n_grid=(1000, 5000),
+                         transfer_etas=(1e-3,)),
+    # Seconds, for tests and smoke checks (not statistics).
+    "tiny": SweepConfig(name="tiny", families=("pc1", "centroid", "mah_bad"), percentiles=(75,),
+                        etas=(1e-3, 1e-1), n_samples=300, n_runs=2, n_grid=(200, 300),
+                        transfer_etas=(1e-3,)),
+}
+
+
+def get_preset(name: str, **overrides: Any) -> SweepConfig:
+    """A preset by name with fields overridden."""
+    if name not in PRESETS:
+        raise unknown_name_error("LLM sweep preset", name, PRESETS)
+    return replace(PRESETS[name], **overrides) if overrides else PRESETS[name]
+
+
+def parse_overrides(items: list[str], preset: str = "paper") -> dict[str, Any]:
+    """``["n_runs=5", "etas=1e-3,1e-2", "families=pc1,centroid"]`` as :func:`get_preset` overrides."""
+    from dataclasses import fields
+
+    base = PRESETS.get(preset, PRESETS["paper"])
+    allowed = sorted(f.name for f in fields(SweepConfig) if f.name != "name")
+    out: dict[str, Any] = {}
+    for item in items:
+        key, text = split_setting(item, allowed, "sweep setting")
+        current = getattr(base, key)
+        try:
+            out[key] = _coerce(text, current)
+        except ValueError:
+            raise ScarceError(f"--set {key}={text!r}: {key} takes a value like {current!r}") from None
+    return out
+
+
+def _coerce(text: str, current: Any) -> Any:
+    if isinstance(current, bool):
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(text)
+        return text.lower() in ("true", "1", "yes")
+    if isinstance(current, int):
+        number = float(text)
+        if not number.is_integer():
+            raise ValueError(text)
+        return int(number)
+    if isinstance(current, float):
+        return float(text)
+    if isinstance(current, tuple):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        kinds = {type(v) for v in current}
+        if kinds == {int}:
+            return tuple(int(float(t)) for t in items)
+        if kinds == {float}:
+            return tuple(float(t) for t in items)
+        return tuple(items)
+    return text
+
+
+# ----------------------------------------------------------------------------------------- set-up
+
+def corpus_fingerprint(frame: Any) -> str:
+    """A sha256 of what a sweep reads from a corpus: ids, methods, targets, labels, embeddings."""
+    from scarce.applications.llm.embedding import embedding_matrix
+
+    digest = hashlib.sha256()
+    for column in ("record_id", "method", "target_model", "jailbroken"):
+        digest.update("\x1f".join(map(str, frame[column].tolist())).encode())
+    digest.update(np.ascontiguousarray(embedding_matrix(frame), dtype=np.float32).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _choose_groups(frame: Any, config: SweepConfig, labels: np.ndarray) -> tuple[list[str], dict[str, str]]:
+    methods = sorted(set(frame["method"].astype(str)[~benign_mask(frame)]))
+    if config.method not in methods:
+        raise unknown_name_error("attack method", config.method, methods)
+    if config.groups:
+        for group in config.groups:
+            mask = group_mask(frame, group)
+            if not labels[mask].any():
+                raise ScarceError(f"group {group!r} has {int(mask.sum())} adversarial records and no "
+                                  "jailbreak, so p_ref = 0 and C_tau is undefined; choose groups with "
+                                  "jailbreaks")
+        return list(config.groups), {}
+    chosen, skipped = [], {}
+    for group in group_names(frame, config.method):
+        mask = group_mask(frame, group)
+        if labels[mask].any():
+            chosen.append(group)
+        else:
+            skipped[group] = f"{int(mask.sum())} records, no jailbreak"
+    if not chosen:
+        raise ScarceError(f"no group of method {config.method!r} has a jailbreak; nothing to estimate")
+    return chosen, skipped
+
+
+def build_setup(corpus: Any, config: SweepConfig, *, log: Callable[[str], None] | None = None
+                ) -> dict[str, Any]:
+    """Fit the rulers and score the corpus; returns the (JSON-serialisable) set-up payload.
+
+    Raises
+    ------
+    ScarceError
+        A corpus without embeddings or with NaN in them, an unknown method or group, a group
+        without jailbreaks, no benign records while some ``eta < 1``, or a fit set with one class.
+    """
+    from scarce.applications.llm.embedding import embedding_matrix
+    from scarce.rulers import make_ruler
+
+    frame = check_corpus(corpus, require_embedding=True)
+    Z = embedding_matrix(frame)
+    labels = frame["jailbroken"].to_numpy(bool)
+    benign = benign_mask(frame)
+    if not benign.any() and min(config.etas + config.transfer_etas) < 1.0:
+        raise ScarceError("the corpus has no benign records (method 'none'), so a fleet with "
+                          "eta < 1 has no benign users; add benign records or use etas=1")
+    groups, skipped = _choose_groups(frame, config, labels)
+    source = (frame["method"].astype(str) == config.method).to_numpy()
+    fit = source | benign
+    if labels[fit].all() or not labels[fit].any():
+        raise ScarceError(f"the fit set (method {config.method!r} plus benign records) needs both "
+                          "jailbroken and non-jailbroken records")
+    info: dict[str, Any] = {"records": int(len(frame)), "benign_records": int(benign.sum()),
+                            "fit_records": int(fit.sum()), "fit_jailbreaks": int(labels[fit].sum()),
+                            "embedding_dim": int(Z.shape[1]), "skipped_groups": skipped,
+                            "corpus": corpus_fingerprint(frame)}
+    if config.head:
+        from scarce.encoders.projection import fit_llm_head
+
+        head = fit_llm_head(Z[fit], labels[fit], seed=config.seed)
+        Z = head.transform(Z)
+        info["head"] = head.fingerprint()
+    start = time.perf_counter()
+    scores, thresholds, auc = {}, {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScarceWarning)
+        for family in config.families:
+            ruler = make_ruler(family).fit(Z[fit], labels[fit])
+            scores[family] = ruler.score_samples(Z)
+            needed = {*config.percentiles, config.n_grid_percentile,
+                      *(_split_variant(v)[1] for v in config.transfer_variants if _split_variant(v)[0] == family)}
+            thresholds[family] = {str(p): float(ruler.threshold(p)) for p in sorted(needed)}
+            auc[family] = float(ruler.separation_auc_)
+    info["fit_seconds"] = time.perf_counter() - start
+    info["fit_auc"] = auc
+    if log is not None:
+        log(f"fitted {len(config.families)} ruler families on {int(fit.sum())} records "
+            f"({int(labels[fit].sum())} jailbreaks) in {info['fit_seconds']:.1f} s")
+    group_rows = {g: np.flatnonzero(group_mask(frame, g)) for g in groups}
+    payload: dict[str, Any] = {
+        "kind": "setup", "groups": groups, "info": info, "thresholds": thresholds,
+        "benign": {f: scores[f][benign].tolist() for f in config.families},
+        "group_scores": {f: {g: scores[f][rows].tolist() for g, rows in group_rows.items()}
+                         for f in config.families},
+        "group_labels": {g: labels[rows].tolist() for g, rows in group_rows.items()},
+        "source": {"scores": {f: scores[f][source].tolist() for f in config.families},
+                   "labels": labels[source].tolist()},
+    }
+    if config.transfer_method:
+        target = group_mask(frame, config.transfer_method)
+        if not labels[target].any():
+            raise ScarceError(f"transfer_method {config.transfer_method!r} has no jailbreak; "
+                              "choose another or set transfer_method=''")
+        payload["transfer"] = {"scores": {f: scores[f][target].tolist() for f in config.families},
+                               "labels": labels[target].tolist(), "group": config.transfer_method}
+    return payload
+
+
+def _split_variant(variant: str) -> tuple[str, int]:
+    family, _, p = variant.rpartition("_p")
+    return family, int(p)
+
+
+# ----------------------------------------------------------------------------------------- tasks
+
+def task_seed(base: int, key: str) -> np.random.SeedSequence:
+    """The seed of one task: a function of what the task is, never of when it runs."""
+    return np.random.SeedSequence([base, zlib.crc32(key.encode())])
+
+
+def _cell_key(stage: str, family: str, percentile: int, group: str, eta: float, n: int) -> str:
+    safe = group.replace("/", "~")
+    return f"{stage}-{variant_name(family, percentile)}-{safe}-eta{eta:.0e}-N{n}"
+
+
+def _calibration_factor(scores: np.ndarray, labels: np.ndarray, tau: float) -> float:
+    from scarce.calibration import precision_recall
+
+    precision, recall = precision_recall(scores, labels.astype(int), tau)
+    return float(precision / recall) if recall > 0 else math.nan
+
+
+def _cascade_runs(fleet: Fleet, tau: float, n: int, runs: int, p0: float,
+                  seed: np.random.SeedSequence) -> list[dict[str, Any]]:
+    from scarce.estimators import SubsetSimulation
+
+    problem = fleet.problem(tau)
+    estimator = SubsetSimulation(n_samples=n, level_probability=p0, max_levels=60)
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScarceWarning)
+        for child in seed.spawn(runs):
+            result = estimator.estimate(problem, seed=child)
+            lo, hi = result.ci(0.95)
+            out.append({"p": result.probability, "cov": result.cov, "ci": [lo, hi],
+                        "queries": result.n_queries, "seconds": result.wall_time,
+                        "levels": len(result.levels), "reached": result.reached_failure,
+                        "flags": list(result.flags)})
+    return out
+
+
+def _cell_task(task: dict[str, Any], setup: dict[str, Any]) -> dict[str, Any]:
+    """One cell: fleet, surrogate, calibration(s), reference and the cascade runs."""
+    family, percentile, group, eta = task["family"], task["percentile"], task["group"], task["eta"]
+    tau = setup["thresholds"][family][str(percentile)]
+    if task["stage"] == "transfer":
+        adv = np.asarray(setup["transfer"]["scores"][family])
+        labels = np.asarray(setup["transfer"]["labels"], bool)
+        inherited = _calibration_factor(np.asarray(setup["source"]["scores"][family]),
+                                        np.asarray(setup["source"]["labels"], bool), tau)
+    else:
+        adv = np.asarray(setup["group_scores"][family][group])
+        labels = np.asarray(setup["group_labels"][group], bool)
+        inherited = None
+    fleet = Fleet.from_scores(np.asarray(setup["benign"][family]), adv, eta)
+    factor = _calibration_factor(adv, labels, tau)
+    reference = reference_probability(labels, eta, seed=zlib.crc32(group.encode()))
+    benign_mass, harmful_mass = fleet.leakage(tau)
+    runs = _cascade_runs(fleet, tau, task["n_samples"], task["n_runs"], task["level_probability"],
+                         np.random.SeedSequence(task["seed"]))
+    payload = {
+        "kind": "cell", "stage": task["stage"], "family": family, "percentile": percentile,
+        "variant": variant_name(family, percentile), "group": group, "eta": eta,
+        "n_samples": task["n_samples"], "threshold": tau,
+        "surrogate_exact": fleet.surrogate_probability(tau), "factor": factor,
+        "benign_mass": benign_mass, "harmful_mass": harmful_mass,
+        "p_ref": reference.probability, "p_ref_interval": list(reference.interval),
+        "p_ref_rel_half_width": reference.relative_half_width, "jailbreak_rate": reference.rate,
+        "runs": runs,
+    }
+    if inherited is not None:
+        payload["factor_inherited"] = inherited
+    return payload
+
+
+@dataclass
+class LLMSweep:
+    """An LLM sweep over a run directory: set-up, the main grid, the ``N`` sweep and the transfer.
+
+    Parameters
+    ----------
+    config : SweepConfig
+    run_dir : path of the run directory (one file per finished task; a rerun resumes)
+    corpus : pandas.DataFrame
+        An embedded corpus table; needed only while the set-up is not stored yet.
+    progress : optional ``progress(stage, done, total, label)``
+    executor : where tasks run (default serial); results do not depend on it.
+    """
+
+    config: SweepConfig
+    run_dir: Path
+    corpus: Any = None
+    progress: Callable[[str, int, int, str], None] | None = None
+    executor: Executor | None = None
+    log: Callable[[str], None] | None = None
+    _setup: dict[str, Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.run_dir = Path(self.run_dir)
+        config = self.config.config()
+        if self.corpus is not None:
+            config["corpus"] = corpus_fingerprint(check_corpus(self.corpus, require_embedding=True))
+        else:
+            config["corpus"] = _stored_corpus(self.run_dir)
+        self.store = ResultStore(self.run_dir, config)
+
+    def setup(self) -> dict[str, Any]:
+        """The stored set-up, built and stored first if needed."""
+        if self._setup is None:
+            self._setup = self.store.load("setup")
+        if self._setup is None:
+            if self.corpus is None:
+                raise ScarceError(f"run directory {str(self.run_dir)!r} has no set-up yet; pass the "
+                                  "embedded corpus")
+            self.store.save("setup", build_setup(self.corpus, self.config, log=self.log),
+                            seed=self.config.seed)
+            self._setup = self.store.load("setup")
+        return self._setup
+
+    def tasks(self) -> dict[str, dict[str, Any]]:
+        """Every cell of the grid, keyed by its store key (main, N sweep, transfer)."""
+        cfg, setup = self.config, self.setup()
+        cells: dict[str, dict[str, Any]] = {}
+
+        def add(stage: str, family: str, p: int, group: str, eta: float, n: int) -> None:
+            key = _cell_key("cell" if stage != "transfer" else "transfer", family, p, group, eta, n)
+            cells.setdefault(key, {"stage": stage, "family": family, "percentile": p, "group": group,
+                                   "eta": float(eta), "n_samples": n, "n_runs": cfg.n_runs,
+                                   "level_probability": cfg.level_probability,
+                                   "seed": [cfg.seed, zlib.crc32(key.encode())]})
+
+        for family, p in cfg.variants():
+            for group in setup["groups"]:
+                for eta in cfg.etas:
+                    add("main", family, p, group, eta, cfg.n_samples)
+        for family in cfg.families:
+            for group in setup["groups"]:
+                for eta in cfg.etas:
+                    for n in cfg.n_grid:
+                        add("nsweep", family, cfg.n_grid_percentile, group, eta, n)
+        if cfg.transfer_method:
+            for variant in cfg.transfer_variants:
+                family, p = _split_variant(variant)
+                if family not in cfg.families:
+                    continue
+                for eta in cfg.transfer_etas:
+                    add("transfer", family, p, cfg.transfer_method, eta, cfg.n_samples)
+        return cells
+
+    def run(self) -> dict[str, Any]:
+        """Set-up and every cell; returns the counts of finished and failed tasks."""
+        setup = self.setup()
+        tasks = self.tasks()
+
+        def progress(done: int, total: int, key: str) -> None:
+            if self.progress is not None:
+                self.progress("cells", done, total, "done" if done == total else key)
+
+        seeds = {key: task["seed"] for key, task in tasks.items()}
+        payloads = run_grid(self.store, self.executor, _cell_task, tasks, shared=setup, seeds=seeds,
+                            progress=progress, abort_on=(ScarceError,))
+        return {"cells": len(tasks), "finished": len(payloads), "errors": self.store.errors()}
+
+
+def _stored_corpus(run_dir: Path) -> str:
+    """The corpus fingerprint a run directory was made with (to reopen it without the corpus)."""
+    import json
+
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise ScarceError(f"{str(run_dir)!r} is not an LLM sweep run directory (no config.json); "
+                          "run 'scarce llm sweep' first")
+    return json.loads(path.read_text())["config"]["corpus"]
