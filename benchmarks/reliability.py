@@ -43,8 +43,12 @@ class Runs:
     queries: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     covered: list[bool] = field(default_factory=list)
+    failures: int = 0  # runs that ended in an error instead of an estimate (OpenTURNS, rarely)
 
     def add(self, estimate, cov, queries, wall, covered):
+        if not math.isfinite(estimate):
+            self.failures += 1
+            return
         self.estimates.append(float(estimate))
         self.reported_cov.append(float(cov) if cov is not None else math.nan)
         self.queries.append(int(queries))
@@ -111,6 +115,7 @@ def summarise(problem, runs, args):
         reported = float(np.nanmean(r.reported_cov)) if np.isfinite(r.reported_cov).any() else math.nan
         rows[method] = {
             "reps": n,
+            "failed_runs": r.failures,
             "mean_over_truth": mean / truth,
             "bias_in_se": abs(mean - truth) / se if se and se > 0 else math.nan,
             "cov": cov,
@@ -127,6 +132,11 @@ def summarise(problem, runs, args):
     return {"problem": problem.name, "exact": truth, "independent_bound": bound, "methods": rows}
 
 
+def _runs_label(row) -> str:
+    failed = row.get("failed_runs", 0)
+    return f"{row['reps']} (+{failed} failed)" if failed else str(row["reps"])
+
+
 def markdown(summaries, args) -> str:
     head = (
         "| problem | method | runs | mean/truth | bias (SE) | CoV | CoV/bound | reported/observed CoV | 95% coverage "
@@ -136,7 +146,7 @@ def markdown(summaries, args) -> str:
     for s in summaries:
         for method, row in s["methods"].items():
             lines.append(
-                f"| {s['problem']} | {method} | {row['reps']} | {row['mean_over_truth']:.3f} | {row['bias_in_se']:.1f} | "
+                f"| {s['problem']} | {method} | {_runs_label(row)} | {row['mean_over_truth']:.3f} | {row['bias_in_se']:.1f} | "
                 f"{row['cov']:.3f} | {row['cov_over_bound']:.2f} | {row['reported_over_observed']:.2f} | "
                 f"{row['coverage']:.0%} | {row['queries']:,.0f} | {row['median_time']:.4f} | "
                 f"{row['cov_ratio_ot']:.2f} | {row['time_ratio_ot']:.2f} |"
