@@ -75,8 +75,9 @@ def test_cascade_is_unbiased_for_the_exact_surrogate_probability(eta, quantile):
     assert abs(p.mean() - exact) <= 3 * se, (p.mean(), exact, se)
     observed_cov = p.std(ddof=1) / exact
     reported_cov = float(np.mean([r.cov for r in results]))
-    # the sd of a 40-run sd is about 11%: 3 of those either side
-    assert 0.67 <= reported_cov / observed_cov <= 1.5, (reported_cov, observed_cov)
+    # the observed sd of 40 runs is off by about 11% (1 sd): within 3 of those it lies in
+    # [0.67, 1.33] x the true sd, so reported / observed lies in [0.75, 1.5]
+    assert 0.75 <= reported_cov / observed_cov <= 1.5, (reported_cov, observed_cov)
 
 
 def test_calibration_identity_and_leakage_bias_hold_exactly():

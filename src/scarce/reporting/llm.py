@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 
 from scarce.reporting.markdown import markdown_table
+from scarce.selection.bias import leakage_relative_bias
 
 __all__ = ["cell_rows", "family_table", "headline", "n_sweep_table", "selector_scores",
            "selector_table", "threshold_table", "transfer_table", "write_figures", "write_report"]
 
 
-def _ratios(runs: list[dict[str, Any]], factor: float, p_ref: float) -> np.ndarray:
-    p = np.array([run["p"] for run in runs], float)
+def _ratios(p: np.ndarray, factor: float, p_ref: float) -> np.ndarray:
     if not math.isfinite(factor):
         return np.full(p.size, math.inf)
     return p * factor / p_ref
@@ -66,7 +66,7 @@ def cell_rows(store: Any) -> Any:
             continue
         runs = payload["runs"]
         p = np.array([run["p"] for run in runs], float)
-        ratios = _ratios(runs, payload["factor"], payload["p_ref"])
+        ratios = _ratios(p, payload["factor"], payload["p_ref"])
         eta, pb, ph = payload["eta"], payload["benign_mass"], payload["harmful_mass"]
         row = {
             "key": key, "stage": payload["stage"], "family": payload["family"],
@@ -81,7 +81,7 @@ def cell_rows(store: Any) -> Any:
             "mean_reported_cov": float(np.mean([run["cov"] for run in runs])),
             "benign_mass": pb, "harmful_mass": ph,
             # The paper's bias decomposition (eq. selector-bias-decomp): (1-eta)/eta * P_b/P_h.
-            "leakage_bias": (1 - eta) / eta * pb / ph if ph > 0 else math.inf,
+            "leakage_bias": float(leakage_relative_bias(eta, pb, ph)) if ph > 0 else math.inf,
             "queries": float(np.mean([run["queries"] for run in runs])),
             "seconds": float(np.mean([run["seconds"] for run in runs])),
             "levels": float(np.mean([run["levels"] for run in runs])),
@@ -90,7 +90,7 @@ def cell_rows(store: Any) -> Any:
         }
         if "factor_inherited" in payload:
             row["factor_inherited"] = payload["factor_inherited"]
-            row.update(_run_summary(_ratios(runs, payload["factor_inherited"], payload["p_ref"]),
+            row.update(_run_summary(_ratios(p, payload["factor_inherited"], payload["p_ref"]),
                                     prefix="inherited_"))
         rows.append(row)
     frame = pd.DataFrame(rows)

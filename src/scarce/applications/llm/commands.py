@@ -117,11 +117,10 @@ def sweep(
     try:
         chosen = get_preset(preset, **parse_overrides(settings or [], preset))
         pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
-        stored = (Path(run_dir) / "tasks" / "setup.json").is_file()
         if corpus is not None and Path(corpus).is_file():
             frame = read_corpus(corpus)  # checked against the run directory's corpus fingerprint
-        elif stored:
-            frame = None  # resume from the stored set-up
+        elif (Path(run_dir) / "config.json").is_file():
+            frame = None  # resume; LLMSweep says so if the run directory has no set-up yet
         elif corpus is None:
             raise ScarceError("--corpus is required for a new run directory (an embedded corpus from "
                               "'scarce llm embed')")

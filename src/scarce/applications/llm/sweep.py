@@ -286,11 +286,6 @@ def _split_variant(variant: str) -> tuple[str, int]:
 
 # ----------------------------------------------------------------------------------------- tasks
 
-def task_seed(base: int, key: str) -> np.random.SeedSequence:
-    """The seed of one task: a function of what the task is, never of when it runs."""
-    return np.random.SeedSequence([base, zlib.crc32(key.encode())])
-
-
 def _cell_key(stage: str, family: str, percentile: int, group: str, eta: float, n: int) -> str:
     safe = group.replace("/", "~")
     return f"{stage}-{variant_name(family, percentile)}-{safe}-eta{eta:.0e}-N{n}"
@@ -383,7 +378,7 @@ class LLMSweep:
         config = self.config.config()
         if self.corpus is not None:
             config["corpus"] = corpus_fingerprint(check_corpus(self.corpus, require_embedding=True))
-        else:
+        else:  # reopen a run directory without its corpus: its fingerprint is in its config
             config["corpus"] = _stored_corpus(self.run_dir)
         self.store = ResultStore(self.run_dir, config)
 
@@ -447,10 +442,8 @@ class LLMSweep:
 
 def _stored_corpus(run_dir: Path) -> str:
     """The corpus fingerprint a run directory was made with (to reopen it without the corpus)."""
-    import json
-
-    path = run_dir / "config.json"
-    if not path.is_file():
-        raise ScarceError(f"{str(run_dir)!r} is not an LLM sweep run directory (no config.json); "
-                          "run 'scarce llm sweep' first")
-    return json.loads(path.read_text())["config"]["corpus"]
+    corpus = ResultStore.open(run_dir).config.get("corpus")
+    if not isinstance(corpus, str):
+        raise ScarceError(f"{str(run_dir)!r} is not an LLM sweep run directory (its config has no "
+                          "corpus fingerprint); run 'scarce llm sweep' with --corpus first")
+    return corpus
