@@ -139,6 +139,20 @@ def test_query_count_matches_levels():
     assert n_mcmc == len(result.levels) - 2
 
 
+def test_population_take_u_picks_the_same_rows_as_flat_u():
+    from scarce.estimators.chains import Population
+
+    rng = np.random.default_rng(0)
+    lengths = np.array([4, 4, 3, 3, 3])  # chains differ in length by one, longest first
+    mask = np.arange(4)[None, :] < lengths[:, None]
+    u = rng.standard_normal((5, 4, 3))
+    score = np.where(mask, rng.standard_normal((5, 4)), np.nan)
+    population = Population(u=u, score=score, mask=mask)
+    pick = np.array([16, 0, 7, 3, 3, 11])
+    np.testing.assert_array_equal(population.take_u(pick), population.flat_u()[pick])
+    np.testing.assert_array_equal(population.flat_scores()[pick], score[mask][pick])
+
+
 def test_failed_samples_always_survive_exact_terminal_event():
     """A ruler score that knows nothing about failure still targets the true event."""
     noise = np.random.default_rng(3).standard_normal(8)

@@ -61,6 +61,11 @@ class Population:
         """Latent states of the existing samples, shape ``(N, d)`` (same order as :meth:`flat_scores`)."""
         return self.u[self.mask]
 
+    def take_u(self, flat_index: np.ndarray) -> np.ndarray:
+        """``flat_u()[flat_index]`` without copying the whole population (only the picked rows)."""
+        chains, steps = np.nonzero(self.mask)
+        return self.u[chains[flat_index], steps[flat_index]]
+
     def chain_of_flat(self) -> np.ndarray:
         """Chain index of each existing state, in the order of :meth:`flat_scores`."""
         return np.nonzero(self.mask)[0]

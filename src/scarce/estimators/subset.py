@@ -340,7 +340,7 @@ class _Run:
         }
 
     def _next_level(self, level: _Level, choice: ThresholdChoice, scale: float) -> tuple[_Level, float]:
-        flat_u, flat_s = level.population.flat_u(), level.population.flat_scores()
+        flat_s = level.population.flat_scores()
         if choice.stalled:
             # Resample at the same threshold: seeds drawn from the level's own population.
             pick = self.rng.choice(flat_s.size, size=n_seeds_target(self.n, self.config.level_probability), replace=False)
@@ -350,7 +350,7 @@ class _Run:
             threshold = choice.threshold
         self.level_index += 1
         population, stats = run_chains(
-            self.kernel, flat_u[pick], flat_s[pick], threshold, self.n, scale, self.evaluate, self.rng,
+            self.kernel, level.population.take_u(pick), flat_s[pick], threshold, self.n, scale, self.evaluate, self.rng,
             seeds_parent=level.population.chain_of_flat()[pick],
         )
         if stats.acceptance_rate < 0.05:
