@@ -58,6 +58,23 @@ def _component_clock() -> _Clock:
     return clock
 
 
+def _print_draw_floor(rows, dim: int) -> None:
+    """The least any aCS engine must spend per query: ``d`` standard normal draws (numpy, one batch of
+    a typical MCMC step), against each method's forward time per query measured above."""
+    rng = np.random.default_rng(0)
+    batch = np.empty((1800, dim))
+    rng.standard_normal(out=batch)
+    start = time.perf_counter()
+    for _ in range(20):
+        rng.standard_normal(out=batch)
+    draw = (time.perf_counter() - start) / (20 * batch.shape[0])
+    print(f"\nfloor: drawing the {dim} normals of one query costs {draw * 1e6:.1f} us with numpy; "
+          "as a ratio to each method's forward time per query, before any other engine work:")
+    for name, *_, forward, _score, _propose, _transform, n_queries in rows:
+        per_query = forward / n_queries
+        print(f"  {name:28s} forward {per_query * 1e6:6.1f} us per query   floor {draw / per_query:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", default="runs/vision-quick")
@@ -138,7 +155,7 @@ def main() -> None:
         q = float(np.mean(queries))
         rows.append((display_name(method), float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
                      float(np.sum(walls)), float(np.sum(forwards)), float(np.sum(scores)),
-                     clock.seconds["propose"], clock.seconds["transform"]))
+                     clock.seconds["propose"], clock.seconds["transform"], int(np.sum(queries))))
     p_mean = float(np.mean([dense[i] for i in chosen]))
     print()
     print(f"{'method':28s} {'median rel err':>14s} {'queries':>9s} {'CoV':>6s} {'queries@10%':>12s}")
@@ -149,12 +166,13 @@ def main() -> None:
     print("\nTime split, as ratios to the classifier's forward-pass time (sums over all runs):")
     print(f"{'method':28s} {'forward s':>10s} {'score':>7s} {'input transform':>16s} {'aCS draws':>10s} "
           f"{'engine other':>13s} {'engine total':>13s}")
-    for name, _, _, _, _, wall, fwd, score, propose, transform in rows:
+    for name, _, _, _, _, wall, fwd, score, propose, transform, _ in rows:
         other = wall - fwd - score - propose - transform
         print(f"{name:28s} {fwd:10.2f} {score / fwd:7.3f} {transform / fwd:16.3f} {propose / fwd:10.3f} "
               f"{other / fwd:13.3f} {(propose + other) / fwd:13.3f}")
     print("(input transform: x = clip(x0 + sigma*u); aCS draws: the kernel's proposals, almost all of it "
           "numpy's normal draws, 784 per point; engine other: levels, chains, bookkeeping)")
+    _print_draw_floor(rows, int(np.asarray(context.seed_images[0]).size))
 
     # seeds with no Monte Carlo failure: ruler-guided runs must give 0 or a flagged partial result
     zero = truth[truth.n_failed == 0].index.tolist()[: args.zero_seeds]
