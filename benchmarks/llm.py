@@ -34,6 +34,7 @@ from scarce.applications.llm.sweep import LLMSweep, get_preset, parse_overrides
 from scarce.experiments.executors import make_executor
 from scarce.experiments.store import ResultStore
 from scarce.reporting.llm import write_report
+from scarce.reporting.tables import print_llm_tables
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,8 +63,9 @@ def main(argv: list[str] | None = None) -> None:
         report_s = time.perf_counter() - report_start
         cells = tables["cells"]
         _print_time(config, outcome, cells, wall, report_s, args.workers or os.cpu_count() or 1)
-        _print_headline(tables)
-        _print_transfer(tables["transfer"])
+        print()
+        print_llm_tables(tables)
+        _print_paper_comparison(tables)
         if args.run_dir:
             print(f"\nreport: {path}")
 
@@ -80,35 +82,16 @@ def _print_time(config, outcome, cells, wall, report_s, workers) -> None:  # typ
         print(f"task errors: {sorted(outcome['errors'])[:5]}")
 
 
-def _print_headline(tables) -> None:  # type: ignore[no-untyped-def]
-    top, families = tables["headline"], tables["families"]
-    if not top:
-        return
-    print(f"\n{'family':>15s} {'best variant':>20s} {'mean |r-1|':>11s} {'noise floor':>12s} "
-          f"{'worst |r-1|':>12s} {'worst KL':>9s} {'Cohen d':>8s}")
-    for _, r in families.iterrows():
-        print(f"{r.family:>15s} {r.best_variant:>20s} {r.mean_error:11.4f} {r.noise_floor:12.4f} "
-              f"{r.worst_error:12.4f} {r.worst_kl:9.3f} {r.cohens_d:8.3f}")
-    print(f"\nbest: {top['best_variant']} mean |r - 1| = {top['mean_error']:.2%} over {top['cells']} cells "
-          f"(eta >= {top['min_eta']:g}); reference bootstrap relative half-width "
-          f"{top['reference_rel_half_width']:.2%}; ratio {top['mean_error'] / top['reference_rel_half_width']:.3f} "
-          "(paper: 2.6% against 27.9%, ratio 0.093)")
+def _print_paper_comparison(tables) -> None:  # type: ignore[no-untyped-def]
+    """The headline against the paper's (the tables themselves come from print_llm_tables)."""
+    top = tables["headline"]
+    if top:
+        print(f"\nbest-family error over the reference's half-width: "
+              f"{top['mean_error'] / top['reference_rel_half_width']:.3f} (paper: 2.6% against 27.9%, ratio 0.093)")
     selectors = tables["selectors"]
     if len(selectors):
         kl = selectors[(selectors.metric == "kl_good_bad") & (selectors.aggregation == "worst")].iloc[0]
-        best = selectors.iloc[0]
-        print(f"selector: worst-group KL(good||bad) rho = {kl.rho:.2f} (p perm. {kl.p_permutation:.3f}); "
-              f"best metric {best.metric}/{best.aggregation} rho = {best.rho:.2f}")
-
-
-def _print_transfer(transfer) -> None:  # type: ignore[no-untyped-def]
-    if transfer.empty:
-        return
-    print(f"\n{'ruler':>14s} {'eta':>7s} {'inherited/target':>17s} {'refit/target':>13s} "
-          f"{'inherited |r-1|':>16s} {'refit |r-1|':>12s} {'improvement':>12s}")
-    for _, r in transfer.iterrows():
-        print(f"{r.variant:>14s} {r.eta:7.0e} {r.inherited_ratio:17.3f} {r.refit_ratio:13.3f} "
-              f"{r.inherited_error:16.3f} {r.error:12.3f} {r.improvement:12.2f}")
+        print(f"selector: worst-group KL(good||bad) rho = {kl.rho:.2f} (p perm. {kl.p_permutation:.3f})")
 
 
 if __name__ == "__main__":
