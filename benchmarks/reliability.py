@@ -134,7 +134,7 @@ def summarise(problem, runs, args):
         # at equal queries: a CoV scales as 1/sqrt(queries), so compare CoV * sqrt(queries)
         scale = math.sqrt(row["queries"] / ref["queries"]) if ref else math.nan
         row["cov_ratio_ot_equal_queries"] = row["cov_ratio_ot"] * scale
-        if ref and method in boot and "openturns" in boot:
+        if ref and method != "openturns" and method in boot and "openturns" in boot:
             # the methods' runs are independent: resample each on its own
             ratios = boot[method] / boot["openturns"] * scale
             row["cov_ratio_ot_equal_queries_95"] = [float(q) for q in np.quantile(ratios, [0.025, 0.975])]
@@ -152,7 +152,7 @@ def _bootstrap_cov(estimates, seed: int, n_boot: int = 2000) -> np.ndarray:
 
 def _ratio_cell(row) -> str:
     low_high = row.get("cov_ratio_ot_equal_queries_95")
-    if not low_high or row["cov_ratio_ot_equal_queries"] == 1.0:
+    if not low_high:  # the reference itself, or too few runs
         return f"{row['cov_ratio_ot_equal_queries']:.3f}"
     return f"{row['cov_ratio_ot_equal_queries']:.3f} [{low_high[0]:.2f}, {low_high[1]:.2f}]"
 
