@@ -34,6 +34,15 @@ def synthetic_corpus(seed: int = 0, dim: int = 8):
     return pd.DataFrame(rows)
 
 
+def with_bad_embedding(corpus, row: int, column: int, value: float):
+    """A copy of ``corpus`` whose embedding of ``row`` holds ``value`` at ``column`` (NaN or inf checks)."""
+    bad = corpus.copy()
+    vector = bad.embedding.iloc[row].copy()
+    vector[column] = value
+    bad.at[row, "embedding"] = vector
+    return bad
+
+
 @pytest.fixture
 def llm_corpus():
     return synthetic_corpus()

@@ -20,6 +20,7 @@ from scarce.applications.llm.corpus import (  # noqa: E402
     write_corpus,
 )
 from scarce.applications.llm.embedding import embedding_matrix  # noqa: E402
+from conftest import with_bad_embedding  # noqa: E402
 from scarce.errors import ScarceError  # noqa: E402
 
 
@@ -88,10 +89,7 @@ def test_check_corpus_rejects_bad_tables(llm_corpus, change, message):
 
 
 def test_nan_in_embeddings_is_refused_with_its_location(llm_corpus):
-    bad = llm_corpus.copy()
-    vector = bad.embedding.iloc[3].copy()
-    vector[1] = np.nan
-    bad.at[3, "embedding"] = vector
+    bad = with_bad_embedding(llm_corpus, row=3, column=1, value=np.nan)
     with pytest.raises(ScarceError, match="(?i)nan|finite"):
         check_corpus(bad, require_embedding=True)
 

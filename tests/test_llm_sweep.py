@@ -18,6 +18,7 @@ from scarce.applications.llm.sweep import (  # noqa: E402
     get_preset,
     parse_overrides,
 )
+from conftest import with_bad_embedding  # noqa: E402
 from scarce.errors import ScarceError  # noqa: E402
 from scarce.experiments.executors import make_executor  # noqa: E402
 from scarce.experiments.store import ResultStore  # noqa: E402
@@ -107,10 +108,7 @@ def test_a_chosen_group_without_jailbreaks_is_refused(llm_corpus):
 
 
 def test_corpus_problems_are_refused_before_any_fit(llm_corpus):
-    bad = llm_corpus.copy()
-    vector = bad.embedding.iloc[5].copy()
-    vector[0] = np.inf
-    bad.at[5, "embedding"] = vector
+    bad = with_bad_embedding(llm_corpus, row=5, column=0, value=np.inf)
     with pytest.raises(ScarceError, match="NaN or inf"):
         build_setup(bad, TINY)
     with pytest.raises(ScarceError, match="no benign records"):
