@@ -64,6 +64,24 @@ def test_unbiased_when_scores_sit_on_wide_plateaus(width):
     assert all(r.reached_failure for r in results)
 
 
+@pytest.mark.parametrize(
+    "problem", [linear(dim=50, probability=1e-5), chi_square(dim=20, probability=1e-5)], ids=lambda p: p.name
+)
+def test_float32_latents_are_unbiased_and_stay_float32(problem):
+    seen = []
+
+    def evaluate(x):
+        seen.append(x.dtype)
+        return problem.evaluate(x)
+
+    watched = RareEventProblem(problem.dim, evaluate, problem.transform, name=problem.name)
+    results = repeated(watched, SubsetSimulation(n_samples=1000, dtype="float32"), reps=40)
+    est = assert_unbiased(results, problem.exact_probability)
+    assert set(seen) == {np.dtype(np.float32)}
+    assert all(r.reached_failure and r.info["dtype"] == "float32" for r in results)
+    assert 0.05 < est.std() / est.mean() < 0.6
+
+
 def test_modified_metropolis_is_unbiased():
     problem = linear(dim=20, probability=1e-4)
     assert_unbiased(repeated(problem, SubsetSimulation(n_samples=1000, kernel=ModifiedMetropolis()), 40), 1e-4)
@@ -276,6 +294,7 @@ def test_model_exception_surfaces_with_level():
         ({"max_queries": 10}, "max_queries must be at least n_samples"),
         ({"max_levels": 0}, "max_levels"),
         ({"kernel": "acs"}, "kernel must be"),
+        ({"dtype": "float16"}, r"dtype must be one of \('float64', 'float32'\)"),
     ],
 )
 def test_bad_estimator_settings(kwargs, match):

@@ -37,17 +37,19 @@ def evaluate(u, step):
     return u @ DIRECTION
 
 
-def run_last_states(kernel, seed):
+def run_last_states(kernel, seed, dtype=np.float64):
     rng = np.random.default_rng(seed)
-    seeds = exact_halfspace(N_CHAINS, rng)
+    seeds = exact_halfspace(N_CHAINS, rng).astype(dtype)
     population, stats_ = run_chains(
         kernel, seeds, evaluate(seeds, 0), BETA, N_CHAINS * STEPS, kernel.initial_scale, evaluate, rng
     )
     return population.u[:, -1], stats_
 
 
-def invariance_pvalues(kernel, seed=0):
-    last, stats_ = run_last_states(kernel, seed)
+def invariance_pvalues(kernel, seed=0, dtype=np.float64):
+    last, stats_ = run_last_states(kernel, seed, dtype)
+    assert last.dtype == dtype, "the chains keep the latent precision"
+    last = last.astype(np.float64)
     along = last @ DIRECTION
     # a unit vector orthogonal to DIRECTION
     ortho = np.zeros(DIM)
@@ -57,22 +59,26 @@ def invariance_pvalues(kernel, seed=0):
     return p_along, p_ortho, stats_
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", sorted(KERNEL_VARIANTS))
-def test_kernel_leaves_restricted_gaussian_invariant(name):
+def test_kernel_leaves_restricted_gaussian_invariant(name, dtype):
     kernel = KERNEL_VARIANTS[name]
-    p_along, p_ortho, stats_ = invariance_pvalues(kernel)
+    p_along, p_ortho, stats_ = invariance_pvalues(kernel, dtype=dtype)
     assert stats_.acceptance_rate > 0.05, "the chains must actually move for the check to mean anything"
     assert p_along > 1e-3 and p_ortho > 1e-3, (p_along, p_ortho)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", sorted(KERNEL_VARIANTS))
-def test_proposal_alone_is_reversible_for_standard_normal(name):
+def test_proposal_alone_is_reversible_for_standard_normal(name, dtype):
     """Without the domain, a proposal step must map N(0, I) samples to N(0, I)."""
     kernel = KERNEL_VARIANTS[name]
     rng = np.random.default_rng(1)
-    u = rng.standard_normal((4000, DIM))
+    u = rng.standard_normal((4000, DIM)).astype(dtype)
     params = kernel.tune(u[:200], kernel.initial_scale)
     v = kernel.propose(u, params, rng)
+    assert v.dtype == dtype
+    v = v.astype(np.float64)
     assert stats.kstest(v[:, 0], stats.norm.cdf).pvalue > 1e-3
     assert stats.kstest(v @ DIRECTION, stats.norm.cdf).pvalue > 1e-3
 

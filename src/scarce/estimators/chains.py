@@ -134,7 +134,7 @@ def run_chains(
     n_chains, dim = current_u.shape
     lengths = chain_lengths(n_samples, n_chains)
     length = int(lengths[0])
-    u = np.empty((n_chains, length, dim))
+    u = np.empty((n_chains, length, dim), dtype=current_u.dtype)
     score = np.full((n_chains, length), np.nan)
     mask = np.arange(length)[None, :] < lengths[:, None]
     u[:, 0], score[:, 0] = current_u, current_s

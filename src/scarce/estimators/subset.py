@@ -53,6 +53,7 @@ from scarce.errors import (
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import ThresholdChoice, check_level_sizes, n_seeds_target, next_threshold
+from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
 from scarce.seeding import SeedLike, as_generator, describe_seed
@@ -107,6 +108,12 @@ class SubsetSimulation:
         space (default; every sample is still exactly N(0, I); for nearly additive
         scores the first threshold is much more precise, otherwise about as precise
         as with independent draws), or plain independent Monte Carlo.
+    dtype : {"float64", "float32"}
+        Precision of the latent states. float32 halves the memory traffic of the chains and
+        draws the normals by a vectorised Box-Muller transform about 3x faster than numpy's
+        ziggurat (:mod:`scarce.normals`); meant for high-dimensional latents such as images,
+        where those draws dominate the engine's own time. The problem's ``transform`` and
+        ``evaluate`` then receive float32 arrays; levels, scores and estimates stay float64.
     cov_depth : int
         Genealogy depth of the reported CoV (:func:`scarce.envelope.lineage_variance`):
         chains grown from a common ancestor up to ``cov_depth`` levels back are
@@ -135,6 +142,7 @@ class SubsetSimulation:
         max_stalls: int = 2,
         first_level: str = "lhs",
         cov_depth: int = 1,
+        dtype: str = "float64",
     ) -> None:
         self.n_samples = n_samples
         self.level_probability = level_probability
@@ -144,6 +152,7 @@ class SubsetSimulation:
         self.max_stalls = max_stalls
         self.first_level = first_level
         self.cov_depth = cov_depth
+        self.dtype = dtype
 
     def _validate(self) -> Kernel:
         check_level_sizes(self.n_samples, self.level_probability)
@@ -152,6 +161,7 @@ class SubsetSimulation:
         if self.first_level not in _FIRST_LEVELS:
             raise ScarceError(f"first_level must be one of {_FIRST_LEVELS}, got {self.first_level!r}")
         check_positive_int("cov_depth", self.cov_depth, minimum=0)
+        check_dtype(self.dtype)
         if self.max_queries is not None:
             check_positive_int("max_queries", self.max_queries)
             if self.max_queries < self.n_samples:
@@ -203,6 +213,7 @@ class SubsetSimulation:
                 "max_queries": self.max_queries,
                 "first_level": self.first_level,
                 "cov_depth": self.cov_depth,
+                "dtype": check_dtype(self.dtype).name,
                 "cov_au_beck": run.cov_au_beck,
             },
         )
@@ -253,10 +264,11 @@ class _Run:
     def execute(self) -> dict:
         start = time.perf_counter()
         cfg, n = self.config, self.n
+        dtype = check_dtype(cfg.dtype)
         if cfg.first_level == "lhs":
-            u0 = latin_hypercube_normal(n, self.problem.dim, self.rng)
+            u0 = latin_hypercube_normal(n, self.problem.dim, self.rng).astype(dtype, copy=False)
         else:
-            u0 = self.rng.standard_normal((n, self.problem.dim))
+            u0 = standard_normal(self.rng, (n, self.problem.dim), dtype)
         s0 = self.evaluate(u0, 0)
         level = _Level(threshold=-math.inf, population=Population.independent(u0, s0), stats=ChainStats(math.nan, math.nan, n))
         # Level 0 entry: the Monte Carlo population.

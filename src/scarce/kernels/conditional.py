@@ -43,10 +43,13 @@ published algorithm.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from scarce.errors import ScarceError, check_in_interval
 from scarce.kernels.base import Kernel, KernelParams
+from scarce.normals import standard_normal
 
 _SPREADS = ("unit", "seeds")
 
@@ -92,10 +95,13 @@ class ConditionalSampling(Kernel):
         sigma = np.minimum(1.0, params.scale * params.spread)
         if np.all(sigma == sigma[0]):  # the unit spread: one scalar pair, no per-component arrays
             sigma = float(sigma[0])
-        rho = np.sqrt(1.0 - sigma * sigma)
+            rho = math.sqrt(1.0 - sigma * sigma)  # Python floats keep float32 latents in float32
+        else:
+            rho = np.sqrt(1.0 - sigma * sigma).astype(u.dtype)
+            sigma = sigma.astype(u.dtype)
         # In place: the same products and sums as rho * u + sigma * z (bit for bit), one array
         # instead of three temporaries; drawing z is most of the kernel's time.
-        z = rng.standard_normal(u.shape)
+        z = standard_normal(rng, u.shape, u.dtype)
         z *= sigma
         z += rho * u
         return z

@@ -61,4 +61,4 @@ class ModifiedMetropolis(Kernel):
         # log(phi(xi) / phi(u)) = (u^2 - xi^2) / 2
         log_ratio = 0.5 * (u * u - xi * xi)
         keep = np.log(rng.random(u.shape)) < log_ratio
-        return np.where(keep, xi, u)
+        return np.where(keep, xi, u).astype(u.dtype, copy=False)
