@@ -47,6 +47,25 @@ def test_gaussian_and_uniform_noise_are_standard_normal_maps():
     assert abs(y.std() - 0.2 / math.sqrt(3)) < 0.003 and np.abs(y).max() <= 0.2
 
 
+@pytest.mark.parametrize("noise", [GaussianNoise(0.3), UniformNoise(0.2)], ids=["gaussian", "uniform"])
+def test_noise_keeps_float32_latents_in_float32_with_the_same_values(noise):
+    rng = np.random.default_rng(0)
+    x0, u = rng.random(16), rng.standard_normal((50, 16)).astype(np.float32)
+    x = noise.apply(x0, u)
+    assert x.dtype == np.float32
+    np.testing.assert_allclose(x, noise.apply(x0, u.astype(np.float64)), atol=1e-6)
+
+
+def test_forward_batches_default_by_device_and_split_without_changing_outputs():
+    assert _model().batch_size == 256  # CPU: larger batches outgrow the allocator's mmap threshold
+    x = np.random.default_rng(0).random((10, 16))
+    whole, split = _model().forward(x, 0), _model(batch_size=3).forward(x, 0)
+    np.testing.assert_array_equal(whole.logits, split.logits)
+    np.testing.assert_array_equal(whole.embedding, split.embedding)
+    with pytest.raises(ScarceError, match="batch_size must be an integer >= 1, got 0"):
+        _model(batch_size=0)
+
+
 @pytest.mark.parametrize("bad", [0.0, -0.1, float("nan"), "0.1"])
 def test_noise_scale_must_be_positive(bad):
     with pytest.raises(ScarceError, match="sigma"):
@@ -229,3 +248,15 @@ def test_device_names_are_checked():
     if not torch.cuda.is_available():
         with pytest.raises(ScarceError, match="asks for CUDA"):
             resolve_device("cuda:0")
+
+
+def test_vision_subset_simulation_runs_in_float32_latents_and_agrees_with_the_exact_answer():
+    from scipy.stats import norm
+
+    from scarce.applications.vision.methods import MethodSettings, run_method
+
+    settings = MethodSettings(ss_samples=2000, max_levels=10)
+    result, timing = run_method("ss_margin", _model(), np.full(16, 0.3), 0, GaussianNoise(0.2), settings, seed=3)
+    assert result.info["dtype"] == "float32" and timing["forward"] > 0
+    exact = norm.sf(0.2 / 0.05)
+    assert result.reached_failure and abs(math.log(result.probability / exact)) < 4 * result.cov

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from scarce.errors import ScarceError
+from scarce.errors import ScarceError, check_positive_int
 from scarce.problem import RareEventProblem
 
 __all__ = ["ForwardOutputs", "VisionModel", "margin", "perturbation_problem"]
@@ -74,8 +74,12 @@ class VisionModel:
     head : ProjectionHead, optional
         Contrastive head applied to ``[features, onehot(label)]``; without one, the embedding is
         the penultimate features.
-    batch_size : int
-        Largest batch sent to the classifier at once (a memory bound, not a statistical choice).
+    batch_size : int, optional
+        Largest batch sent to the classifier at once (a memory and speed bound, not a
+        statistical choice). Default: 256 on CPU, 8192 on CUDA. On CPU larger batches are
+        slower per image: the quick CNN's first activation outgrows the allocator's mmap
+        threshold (32 MB at 320 images), so every pass pays page faults. Measured on 2 cores:
+        27 us per image at 256, 38 at 1024, 65 at 2048, 204 at 8192.
     device : str
         Where the passes run: ``"cpu"`` (the default; bit-reproducible), ``"cuda"``, ``"cuda:1"``,
         or ``"auto"`` (CUDA when available). The classifier and head are moved there; inputs
@@ -85,7 +89,7 @@ class VisionModel:
 
     classifier: Any
     head: Any = None
-    batch_size: int = 8192
+    batch_size: int | None = None
     n_classes: int = 10
     image_shape: tuple[int, ...] = (1, 28, 28)
     timer: ForwardTimer = field(default_factory=ForwardTimer)
@@ -100,6 +104,9 @@ class VisionModel:
         import torch
 
         self.device = resolve_device(self.device)
+        if self.batch_size is None:
+            self.batch_size = _CPU_BATCH if self.device == "cpu" else _GPU_BATCH
+        check_positive_int("batch_size", self.batch_size)
         if hasattr(self.classifier, "to"):
             self.classifier.to(self.device)
         if self.head is not None and hasattr(self.head, "network"):
@@ -161,6 +168,9 @@ class VisionModel:
 
 
 ScoreFn = Callable[[ForwardOutputs, int], np.ndarray]
+
+_CPU_BATCH = 256
+_GPU_BATCH = 8192
 
 
 def resolve_device(device: Any) -> str:
