@@ -43,8 +43,10 @@ class Noise(Protocol):
 
 
 def _check_pair(x0: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x0 = np.asarray(x0, dtype=np.float64).reshape(-1)
+    """``x0`` flat, in ``u``'s precision (float32 latents give float32 images), and ``u`` checked."""
     u = np.asarray(u)
+    dtype = u.dtype if u.dtype in (np.float32, np.float64) else np.float64
+    x0 = np.asarray(x0, dtype=dtype).reshape(-1)
     if u.ndim != 2 or u.shape[1] != x0.size:
         raise ScarceError(
             f"u must have shape (n, {x0.size}) to perturb an image of {x0.size} pixels, got {u.shape}"
@@ -68,7 +70,9 @@ class GaussianNoise:
 
     def apply(self, x0: np.ndarray, u: np.ndarray) -> np.ndarray:
         x0, u = _check_pair(x0, u)
-        return np.clip(x0 + self.sigma * u, 0.0, 1.0)
+        x = u * float(self.sigma)  # in place from here: one array, the same values as clip(x0 + sigma*u)
+        x += x0
+        return np.clip(x, 0.0, 1.0, out=x)
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,12 @@ class UniformNoise:
 
     def apply(self, x0: np.ndarray, u: np.ndarray) -> np.ndarray:
         x0, u = _check_pair(x0, u)
-        return np.clip(x0 + self.eps * (2.0 * ndtr(u) - 1.0), 0.0, 1.0)
+        x = ndtr(u)  # in place from here: the same values as clip(x0 + eps*(2*ndtr(u) - 1))
+        x *= 2.0
+        x -= 1.0
+        x *= float(self.eps)
+        x += x0
+        return np.clip(x, 0.0, 1.0, out=x)
 
 
 NOISES = {"gaussian": GaussianNoise, "uniform": UniformNoise}

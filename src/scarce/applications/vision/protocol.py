@@ -55,8 +55,9 @@ class VisionPreset:
     rulers: tuple[str, ...] = tuple(VISION_RULERS)
     methods: MethodSettings = field(default_factory=MethodSettings)
     # Overrides of ClassifierConfig. The quick default (16/32 channels, 64 features) keeps the
-    # embedded test accuracy above 95% (95.8% measured) with about 2x the forward-pass rate of
-    # the 32/64/128 CNN (5.1k vs 2.3k images/s on 2 cores): Monte Carlo ground truth is forward passes.
+    # embedded test accuracy above 95% (95.8% measured) with about 3x the forward-pass rate of
+    # the 32/64/128 CNN (30.9k vs 10.9k images/s on 2 cores, batches of 256): Monte Carlo ground
+    # truth is forward passes.
     classifier: dict[str, Any] = field(default_factory=lambda: dict(QUICK_CLASSIFIER))
     seed: int = 0
 
@@ -83,7 +84,7 @@ class VisionPreset:
 
 
 PRESETS: dict[str, VisionPreset] = {
-    # The embedded default: the `make demo` job (2 min 40 s on 2 cores with training, process pool).
+    # The embedded default: the `make demo` job (1 min 21 s on 2 cores with training, process pool).
     "quick": VisionPreset(
         name="quick", scale=0.2, n_candidates=50, n_screen=4, n_eval=10, n_train_seeds=16,
         harvest_samples=1000, harvest_max_queries=6000,
