@@ -6,7 +6,8 @@ the median relative error against Monte Carlo, the mean queries, the observed Co
 and from it the queries needed for a 10% relative error (``queries * (CoV / 0.1)**2``), next to
 the ``(1 - p) / (0.1**2 p)`` ~ 100/p that Monte Carlo needs. Then the time split: seconds inside
 the classifier's forward passes, in the score (margin or ruler), in the noise transform, in the
-aCS proposals, and the rest of the engine's work, as ratios to the forward time.
+aCS proposals, in level 0's draws and in the rest of the engine's work, as ratios to the forward
+time, and the floor that the normal draws alone set.
 On seeds where Monte Carlo saw no failure, it counts ruler-guided results that are positive
 although flagged as not having reached the failure event (allowed) or positive and reached.
 
@@ -28,7 +29,7 @@ import numpy as np
 
 class _Clock:
     def __init__(self) -> None:
-        self.seconds = {"propose": 0.0, "transform": 0.0}
+        self.seconds = {"propose": 0.0, "transform": 0.0, "level0": 0.0}
 
     def reset(self) -> None:
         self.seconds = dict.fromkeys(self.seconds, 0.0)
@@ -47,32 +48,42 @@ class _Clock:
 
 
 def _component_clock() -> _Clock:
-    """Time the aCS proposals and the noise transform inside every run (wrapping their methods)."""
+    """Time the aCS proposals, level 0's draws and the noise transform inside every run (wrapping
+    their functions)."""
+    import scarce.estimators.subset as subset
     from scarce.applications.vision.noise import GaussianNoise, UniformNoise
     from scarce.kernels import ConditionalSampling
 
     clock = _Clock()
     clock.wrap(ConditionalSampling, "propose", "propose")
+    clock.wrap(subset, "standard_normal", "level0")
     clock.wrap(GaussianNoise, "apply", "transform")
     clock.wrap(UniformNoise, "apply", "transform")
     return clock
 
 
-def _print_draw_floor(rows, dim: int) -> None:
-    """The least any aCS engine must spend per query: ``d`` standard normal draws (numpy, one batch of
-    a typical MCMC step), against each method's forward time per query measured above."""
-    rng = np.random.default_rng(0)
-    batch = np.empty((1800, dim))
-    rng.standard_normal(out=batch)
+def _draw_seconds(draw, reps: int = 20) -> float:
+    draw()
     start = time.perf_counter()
-    for _ in range(20):
-        rng.standard_normal(out=batch)
-    draw = (time.perf_counter() - start) / (20 * batch.shape[0])
-    print(f"\nfloor: drawing the {dim} normals of one query costs {draw * 1e6:.1f} us with numpy; "
-          "as a ratio to each method's forward time per query, before any other engine work:")
-    for name, *_, forward, _score, _propose, _transform, n_queries in rows:
+    for _ in range(reps):
+        draw()
+    return (time.perf_counter() - start) / reps
+
+
+def _print_draw_floor(rows, dim: int, dtype: str) -> None:
+    """The least any aCS engine must spend per query: ``d`` standard normal draws (one batch of a
+    typical MCMC step), against each method's forward time per query measured above."""
+    from scarce.normals import standard_normal
+
+    rng, batch = np.random.default_rng(0), 1800
+    engine = _draw_seconds(lambda: standard_normal(rng, (batch, dim), dtype)) / batch
+    ziggurat = _draw_seconds(lambda: rng.standard_normal((batch, dim))) / batch
+    print(f"\nfloor: drawing the {dim} normals of one query costs {engine * 1e6:.1f} us with the engine's "
+          f"{dtype} generator (numpy's float64 ziggurat: {ziggurat * 1e6:.1f} us); as a ratio to each "
+          "method's forward time per query, before any other engine work:")
+    for name, *_, forward, _score, _propose, _transform, _level0, n_queries in rows:
         per_query = forward / n_queries
-        print(f"  {name:28s} forward {per_query * 1e6:6.1f} us per query   floor {draw / per_query:.3f}")
+        print(f"  {name:28s} forward {per_query * 1e6:6.1f} us per query   floor {engine / per_query:.3f}")
 
 
 def main() -> None:
@@ -102,8 +113,13 @@ def main() -> None:
     from scarce.reporting.vision import rank_rulers, result_rows
 
     from scarce._allocator import keep_large_blocks
+    from scarce.experiments.executors import blas_threads
 
-    keep_large_blocks()  # as every task process of a real run does (scarce.experiments.executors)
+    # as every task of a real run does (scarce.experiments.executors): no page-fault churn, and one
+    # BLAS thread, whose idle spinning would otherwise slow torch's threads (a ruler's forward
+    # passes 2-3x slower with numpy's 2 OpenBLAS threads spinning beside them)
+    keep_large_blocks()
+    blas_threads(1).__enter__()
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore", ScarceWarning)
     preset = get_preset(args.preset, **parse_overrides(args.set, args.preset))
@@ -155,7 +171,8 @@ def main() -> None:
         q = float(np.mean(queries))
         rows.append((display_name(method), float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
                      float(np.sum(walls)), float(np.sum(forwards)), float(np.sum(scores)),
-                     clock.seconds["propose"], clock.seconds["transform"], int(np.sum(queries))))
+                     clock.seconds["propose"], clock.seconds["transform"], clock.seconds["level0"],
+                     int(np.sum(queries))))
     p_mean = float(np.mean([dense[i] for i in chosen]))
     print()
     print(f"{'method':28s} {'median rel err':>14s} {'queries':>9s} {'CoV':>6s} {'queries@10%':>12s}")
@@ -164,15 +181,15 @@ def main() -> None:
     smc_q10 = np.mean([(1 - dense[i]) / (0.01 * dense[i]) for i in chosen])
     print(f"{'SMC (100/p)':28s} {'':14s} {'':9s} {'':6s} {smc_q10:12.0f}   (mean p {p_mean:.2e})")
     print("\nTime split, as ratios to the classifier's forward-pass time (sums over all runs):")
-    print(f"{'method':28s} {'forward s':>10s} {'score':>7s} {'input transform':>16s} {'aCS draws':>10s} "
-          f"{'engine other':>13s} {'engine total':>13s}")
-    for name, _, _, _, _, wall, fwd, score, propose, transform, _ in rows:
-        other = wall - fwd - score - propose - transform
-        print(f"{name:28s} {fwd:10.2f} {score / fwd:7.3f} {transform / fwd:16.3f} {propose / fwd:10.3f} "
-              f"{other / fwd:13.3f} {(propose + other) / fwd:13.3f}")
-    print("(input transform: x = clip(x0 + sigma*u); aCS draws: the kernel's proposals, almost all of it "
-          "numpy's normal draws, 784 per point; engine other: levels, chains, bookkeeping)")
-    _print_draw_floor(rows, int(np.asarray(context.seed_images[0]).size))
+    print(f"{'method':28s} {'forward s':>10s} {'score':>7s} {'input transform':>16s} {'aCS proposals':>14s} "
+          f"{'level-0 draws':>14s} {'engine other':>13s} {'engine total':>13s}")
+    for name, _, _, _, _, wall, fwd, score, propose, transform, level0, _ in rows:
+        other = wall - fwd - score - propose - transform - level0
+        print(f"{name:28s} {fwd:10.2f} {score / fwd:7.3f} {transform / fwd:16.3f} {propose / fwd:14.3f} "
+              f"{level0 / fwd:14.3f} {other / fwd:13.3f} {(propose + level0 + other) / fwd:13.3f}")
+    print("(input transform: x = clip(x0 + sigma*u); aCS proposals: 784 normal draws per point and the "
+          "update; level-0 draws: the first level's N samples; engine other: levels, chains, bookkeeping)")
+    _print_draw_floor(rows, int(np.asarray(context.seed_images[0]).size), settings.latent_dtype)
 
     # seeds with no Monte Carlo failure: ruler-guided runs must give 0 or a flagged partial result
     zero = truth[truth.n_failed == 0].index.tolist()[: args.zero_seeds]
