@@ -44,7 +44,8 @@ class MethodSettings:
     max_levels: int = 30
     # Level 0 of Subset Simulation: plain Monte Carlo. A Latin hypercube helps scores that are
     # nearly additive in the latent coordinates; through a CNN on 784 pixels its gain is small
-    # and generating it costs about 7% of the forward-pass time of the quick classifier.
+    # and generating it costs 44 us per point (784 inverse normal CDFs), more than the quick
+    # classifier's forward pass (about 30 us), against 3.3 us for independent float32 draws.
     first_level: str = "mc"
     # Precision of Subset Simulation's latent states (784 per query). float32 draws the normals
     # about 3x faster than numpy's float64 ziggurat (scarce.normals) and halves the chains' memory
