@@ -130,7 +130,7 @@ def main() -> None:
     frame = result_rows(run.store)
     rulers = [r for r in args.rulers.split(",") if r] or list(rank_rulers(frame).ruler[:3])
     truth = frame[frame.stage == "smc"].set_index("seed_index")
-    smc = MethodSettings(smc_samples=args.smc_samples, smc_batch=min(args.smc_samples, 50_000))
+    smc = MethodSettings(smc_samples=args.smc_samples)
     settings = MethodSettings(ss_samples=args.n_samples, max_levels=12)
 
     # seeds: moderately rare in the run's Monte Carlo, then dense Monte Carlo for ground truth

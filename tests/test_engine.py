@@ -110,6 +110,15 @@ def test_monte_carlo_matches_truth_and_interval_covers():
     assert r.cov == pytest.approx(math.sqrt((1 - r.probability) / (20_000 * r.probability)))
 
 
+def test_monte_carlo_in_float32_matches_truth():
+    problem = linear(dim=50, probability=1e-2)
+    results = repeated(problem, MonteCarlo(n_samples=20_000, batch_size=3000, dtype="float32"), reps=30)
+    assert_unbiased(results, 1e-2)
+    assert results[0].info["dtype"] == "float32"
+    with pytest.raises(ValueError, match=r"dtype must be one of \('float64', 'float32'\), got 'half'"):
+        MonteCarlo(n_samples=100, dtype="half").estimate(problem, seed=0)
+
+
 def test_same_seed_same_numbers_and_different_seed_different_numbers():
     problem = linear(dim=20, probability=1e-4)
     a = SubsetSimulation(n_samples=500).estimate(problem, seed=7)

@@ -6,6 +6,7 @@ import math
 import time
 
 from scarce.errors import ScarceError, check_positive_int
+from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
 from scarce.seeding import SeedLike, as_generator, describe_seed
@@ -20,6 +21,10 @@ class MonteCarlo:
         Total samples (queries).
     batch_size : int
         Points per model call.
+    dtype : {"float64", "float32"}
+        Precision of the latent draws, as in :class:`SubsetSimulation`: float32 draws the
+        normals about 3x faster (:mod:`scarce.normals`), which matters when the model is cheap
+        next to ``d`` normal draws per query (784-pixel images).
 
     Notes
     -----
@@ -36,14 +41,16 @@ class MonteCarlo:
 
     method = "monte_carlo"
 
-    def __init__(self, n_samples: int = 100_000, batch_size: int = 10_000) -> None:
+    def __init__(self, n_samples: int = 100_000, batch_size: int = 10_000, dtype: str = "float64") -> None:
         self.n_samples = n_samples
         self.batch_size = batch_size
+        self.dtype = dtype
 
     def estimate(self, problem: RareEventProblem, seed: SeedLike = None, callback=None) -> EstimateResult:
         """Estimate ``problem``'s failure probability from ``n_samples`` independent draws."""
         n = check_positive_int("n_samples", self.n_samples)
         batch = check_positive_int("batch_size", self.batch_size)
+        dtype = check_dtype(self.dtype)
         if not isinstance(problem, RareEventProblem):
             raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
         rng = as_generator(seed)
@@ -51,7 +58,7 @@ class MonteCarlo:
         failures = 0
         for first in range(0, n, batch):
             size = min(batch, n - first)
-            u = rng.standard_normal((size, problem.dim))
+            u = standard_normal(rng, (size, problem.dim), dtype)
             _, failed = problem.evaluate_latent(u, where=f"in Monte Carlo batch starting at sample {first}")
             failures += int(failed.sum())
         p = failures / n
@@ -66,5 +73,5 @@ class MonteCarlo:
             method=self.method, probability=p, cov=cov, n_queries=n, n_samples=n, n_failed=failures,
             reached_failure=True, status="converged", levels=(level,), wall_time=time.perf_counter() - start,
             level_probability=None, interval="clopper-pearson", problem=problem.name,
-            info={"seed": describe_seed(seed), "batch_size": batch},
+            info={"seed": describe_seed(seed), "batch_size": batch, "dtype": dtype.name},
         )

@@ -95,7 +95,7 @@ PRESETS: dict[str, VisionPreset] = {
     # the published 250 Metropolis-Hastings steps: meant for the scale-out runner or a GPU.
     "paper": VisionPreset(
         name="paper", data="mnist", classifier={}, n_candidates=400, n_screen=50, n_eval=100, n_train_seeds=200,
-        methods=MethodSettings(smc_samples=1_000_000, smc_batch=50_000, ss_samples=2000,
+        methods=MethodSettings(smc_samples=1_000_000, ss_samples=2000,
                                amls_samples=1000, amls_steps=250),
     ),
     # A tiny run for tests and smoke checks (seconds, not statistics).
