@@ -11,8 +11,9 @@ the batch, from one 64-bit word of the generator per pair:
 .. math:: z_1 = r \cos\theta,\quad z_2 = r \sin\theta,\qquad
           r = \sqrt{-2 \log u_1},\quad \theta = 2\pi u_2,
 
-with ``u_1 = (k_1 + 1) / 2^{40}`` from the word's top 40 bits and ``u_2 = k_2 / 2^{24}`` from its
-low 24 bits. ``(z_1, z_2)`` are independent N(0, 1) for exact uniforms (Box and Muller 1958); the
+with ``u_1 = (k_1 + 1) / 2^{40}`` from the word's top 40 bits (``k_1`` rounded to float32, that is
+to 24 significant bits, which keeps small values exact) and ``u_2 = k_2 / 2^{24}`` from its low
+24 bits. ``(z_1, z_2)`` are independent N(0, 1) for exact uniforms (Box and Muller 1958); the
 40-bit radius keeps the tails to ``|z| = \sqrt{80 \log 2} = 7.44`` (a tail mass of 1e-13), where a
 24-bit uniform, as in float32 Box-Muller generators such as torch's on CPU, stops at 5.77 (8e-9).
 Measured on the CI machine: 3.3 us for 784 normals against numpy's 10.3 us (float64) and 9.9 us

@@ -77,9 +77,10 @@ class VisionModel:
     batch_size : int, optional
         Largest batch sent to the classifier at once (a memory and speed bound, not a
         statistical choice). Default: 256 on CPU, 8192 on CUDA. On CPU larger batches are
-        slower per image: the quick CNN's first activation outgrows the allocator's mmap
-        threshold (32 MB at 320 images), so every pass pays page faults. Measured on 2 cores:
-        27 us per image at 256, 38 at 1024, 65 at 2048, 204 at 8192.
+        slower per image: their activations fall out of cache, and once the first one passes
+        glibc's 32 MB mmap threshold (at 640 images for the quick CNN's 16 x 28 x 28 floats per
+        image, 320 for the paper CNN's 32) every pass pays page faults. Measured on 2 cores with
+        the quick CNN: 27 us per image at 256, 38 at 1024, 65 at 2048, 204 at 8192.
     device : str
         Where the passes run: ``"cpu"`` (the default; bit-reproducible), ``"cuda"``, ``"cuda:1"``,
         or ``"auto"`` (CUDA when available). The classifier and head are moved there; inputs

@@ -84,7 +84,8 @@ class VisionPreset:
 
 
 PRESETS: dict[str, VisionPreset] = {
-    # The embedded default: the `make demo` job (1 min 21 s to 1 min 38 s on 2 cores with training, process pool).
+    # The embedded default: the `make demo` job (1 min 21 s to 1 min 38 s on 2 cores with
+    # training, process pool).
     "quick": VisionPreset(
         name="quick", scale=0.2, n_candidates=50, n_screen=4, n_eval=10, n_train_seeds=16,
         harvest_samples=1000, harvest_max_queries=6000,
