@@ -23,8 +23,26 @@ import math
 import time
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+
+
+class _Row(NamedTuple):
+    """One method's figures: accuracy over all its runs, and seconds summed over them."""
+
+    name: str
+    median_rel_err: float
+    queries: float  # mean per run
+    cov: float
+    queries_at_10pct: float
+    wall: float
+    forward: float
+    score: float
+    propose: float
+    transform: float
+    level0: float
+    n_queries: int  # summed over runs
 
 
 class _Clock:
@@ -81,9 +99,9 @@ def _print_draw_floor(rows, dim: int, dtype: str) -> None:
     print(f"\nfloor: drawing the {dim} normals of one query costs {engine * 1e6:.1f} us with the engine's "
           f"{dtype} generator (numpy's float64 ziggurat: {ziggurat * 1e6:.1f} us); as a ratio to each "
           "method's forward time per query, before any other engine work:")
-    for name, *_, forward, _score, _propose, _transform, _level0, n_queries in rows:
-        per_query = forward / n_queries
-        print(f"  {name:28s} forward {per_query * 1e6:6.1f} us per query   floor {engine / per_query:.3f}")
+    for row in rows:
+        per_query = row.forward / row.n_queries
+        print(f"  {row.name:28s} forward {per_query * 1e6:6.1f} us per query   floor {engine / per_query:.3f}")
 
 
 def main() -> None:
@@ -106,23 +124,27 @@ def main() -> None:
 
     import torch
 
+    from scarce._allocator import keep_large_blocks
+    from scarce.applications.vision.protocol import parse_overrides
+    from scarce.experiments.executors import blas_threads
+
+    keep_large_blocks()  # as every task process of a real run does (scarce.experiments.executors)
+    torch.set_num_threads(args.threads)
+    # one BLAS thread, as every task of a real run has: numpy's two OpenBLAS threads spin after a
+    # ruler's score and slow torch's threads (ocsvm forward passes 131 against 40 us per query)
+    with blas_threads(1):
+        _measure(args, preset_overrides=parse_overrides(args.set, args.preset))
+
+
+def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     from scarce.applications.vision.methods import MethodSettings, display_name, run_method
     from scarce.applications.vision.pipeline import build_context
-    from scarce.applications.vision.protocol import VisionRun, get_preset, parse_overrides
+    from scarce.applications.vision.protocol import VisionRun, get_preset
     from scarce.errors import ScarceWarning
     from scarce.reporting.vision import rank_rulers, result_rows
 
-    from scarce._allocator import keep_large_blocks
-    from scarce.experiments.executors import blas_threads
-
-    # as every task of a real run does (scarce.experiments.executors): no page-fault churn, and one
-    # BLAS thread, whose idle spinning would otherwise slow torch's threads (a ruler's forward
-    # passes 2-3x slower with numpy's 2 OpenBLAS threads spinning beside them)
-    keep_large_blocks()
-    blas_threads(1).__enter__()
-    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore", ScarceWarning)
-    preset = get_preset(args.preset, **parse_overrides(args.set, args.preset))
+    preset = get_preset(args.preset, **preset_overrides)
     context = build_context(preset, args.run_dir, data_dir=args.data_dir, log=lambda *_: None, device=args.device)
     print(f"device {context.model.device}; data {context.info['data']}; classifier test accuracy "
           f"{context.info['test_accuracy']:.4f}")
@@ -169,24 +191,27 @@ def main() -> None:
             log_ratio.append(np.std(estimates, ddof=1) / np.mean(estimates) if estimates.mean() > 0 else math.inf)
         cov = float(np.sqrt(np.mean(np.square(log_ratio))))
         q = float(np.mean(queries))
-        rows.append((display_name(method), float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
-                     float(np.sum(walls)), float(np.sum(forwards)), float(np.sum(scores)),
-                     clock.seconds["propose"], clock.seconds["transform"], clock.seconds["level0"],
-                     int(np.sum(queries))))
+        rows.append(_Row(display_name(method), float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
+                         float(np.sum(walls)), float(np.sum(forwards)), float(np.sum(scores)),
+                         clock.seconds["propose"], clock.seconds["transform"], clock.seconds["level0"],
+                         int(np.sum(queries))))
     p_mean = float(np.mean([dense[i] for i in chosen]))
     print()
     print(f"{'method':28s} {'median rel err':>14s} {'queries':>9s} {'CoV':>6s} {'queries@10%':>12s}")
-    for name, med, q, cov, q10, *_ in rows:
-        print(f"{name:28s} {med:14.3f} {q:9.0f} {cov:6.3f} {q10:12.0f}")
+    for row in rows:
+        print(f"{row.name:28s} {row.median_rel_err:14.3f} {row.queries:9.0f} {row.cov:6.3f} "
+              f"{row.queries_at_10pct:12.0f}")
     smc_q10 = np.mean([(1 - dense[i]) / (0.01 * dense[i]) for i in chosen])
     print(f"{'SMC (100/p)':28s} {'':14s} {'':9s} {'':6s} {smc_q10:12.0f}   (mean p {p_mean:.2e})")
     print("\nTime split, as ratios to the classifier's forward-pass time (sums over all runs):")
     print(f"{'method':28s} {'forward s':>10s} {'score':>7s} {'input transform':>16s} {'aCS proposals':>14s} "
           f"{'level-0 draws':>14s} {'engine other':>13s} {'engine total':>13s}")
-    for name, _, _, _, _, wall, fwd, score, propose, transform, level0, _ in rows:
-        other = wall - fwd - score - propose - transform - level0
-        print(f"{name:28s} {fwd:10.2f} {score / fwd:7.3f} {transform / fwd:16.3f} {propose / fwd:14.3f} "
-              f"{level0 / fwd:14.3f} {other / fwd:13.3f} {(propose + level0 + other) / fwd:13.3f}")
+    for row in rows:
+        fwd = row.forward
+        other = row.wall - fwd - row.score - row.propose - row.transform - row.level0
+        engine = row.propose + row.level0 + other
+        print(f"{row.name:28s} {fwd:10.2f} {row.score / fwd:7.3f} {row.transform / fwd:16.3f} "
+              f"{row.propose / fwd:14.3f} {row.level0 / fwd:14.3f} {other / fwd:13.3f} {engine / fwd:13.3f}")
     print("(input transform: x = clip(x0 + sigma*u); aCS proposals: 784 normal draws per point and the "
           "update; level-0 draws: the first level's N samples; engine other: levels, chains, bookkeeping)")
     _print_draw_floor(rows, int(np.asarray(context.seed_images[0]).size), settings.latent_dtype)
