@@ -42,3 +42,12 @@ def test_bad_level_probability_is_a_clean_error():
     result = runner.invoke(app, ["estimate", "--level-probability", "0.7"])
     assert result.exit_code == 2
     assert "level_probability must be in (0, 0.5]" in result.output
+
+
+def test_stop_factor_reaches_the_estimator_and_bad_values_are_clean_errors():
+    ok = runner.invoke(app, ["estimate", "--problem", "four_branch", "--n-samples", "500", "--stop-factor", "1", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["info"]["stop_factor"] == 1.0
+    bad = runner.invoke(app, ["estimate", "--stop-factor", "0"])
+    assert bad.exit_code == 2
+    assert "stop_factor must be in (0, 1]" in bad.output

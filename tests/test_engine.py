@@ -166,6 +166,29 @@ def test_query_count_matches_levels():
     assert n_mcmc == len(result.levels) - 2
 
 
+def test_stop_factor_ends_the_run_once_enough_samples_failed():
+    """The run ends at the first level holding stop_factor * p0 * N failures; 1 is the classic rule."""
+    problem = linear(dim=20, probability=1e-3)
+    seen = {}
+    for seed in range(40):
+        classic = SubsetSimulation(n_samples=500, stop_factor=1.0).estimate(problem, seed=seed)
+        early = SubsetSimulation(n_samples=500, stop_factor=0.5).estimate(problem, seed=seed)
+        # the two runs share every level up to the first one holding 25 to 49 failures
+        assert classic.levels[-1].n_failed >= 50 and early.levels[-1].n_failed >= 25
+        shared = min(len(classic.levels), len(early.levels)) - 1
+        assert early.levels[:shared] == classic.levels[:shared]
+        if len(early.levels) < len(classic.levels):
+            last = early.levels[-1]
+            assert 25 <= last.n_failed < 50 and last.probability == last.n_failed / 500
+            assert early.n_queries < classic.n_queries
+            seen["earlier"] = True
+        else:
+            assert early.probability == classic.probability and early.n_queries == classic.n_queries
+            seen["same"] = True
+    assert seen == {"earlier": True, "same": True}  # both cases occur in these seeds
+    assert early.info["stop_factor"] == 0.5
+
+
 def test_population_take_u_picks_the_same_rows_as_flat_u():
     from scarce.estimators.chains import Population
 
@@ -304,6 +327,8 @@ def test_model_exception_surfaces_with_level():
         ({"max_levels": 0}, "max_levels"),
         ({"kernel": "acs"}, "kernel must be"),
         ({"dtype": "float16"}, r"dtype must be one of \('float64', 'float32'\)"),
+        ({"stop_factor": 0.0}, r"stop_factor must be in \(0, 1\]"),
+        ({"stop_factor": 1.5}, r"stop_factor must be in \(0, 1\]"),
     ],
 )
 def test_bad_estimator_settings(kwargs, match):

@@ -63,6 +63,26 @@ def test_only_failures_above_a_stuck_level_jump_to_the_failure_event_by_count():
     assert choice.is_failure_level and choice.n_above == 3 and choice.probability == 0.03
 
 
+def test_min_failures_ends_the_run_with_fewer_failures_than_the_target():
+    scores = np.array(list(np.linspace(0, 1, 95)) + [np.inf] * 5)
+    assert math.isfinite(next_threshold(scores, 0.1, min_failures=6).threshold)
+    choice = next_threshold(scores, 0.1, min_failures=5)
+    assert choice.is_failure_level and choice.n_above == 5 and choice.probability == 0.05
+
+
+def test_min_failures_above_the_target_is_the_classic_rule():
+    scores = np.array(list(np.linspace(0, 1, 85)) + [np.inf] * 15)
+    assert next_threshold(scores, 0.1, min_failures=50) == next_threshold(scores, 0.1)
+    few = np.array(list(np.linspace(0, 1, 95)) + [np.inf] * 5)
+    assert next_threshold(few, 0.1, min_failures=10) == next_threshold(few, 0.1)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5])
+def test_min_failures_must_be_a_positive_int(bad):
+    with pytest.raises(ValueError, match="min_failures"):
+        next_threshold(np.arange(10.0), 0.1, min_failures=bad)
+
+
 @pytest.mark.parametrize("n, p0, m", [(2000, 0.1, 200), (10, 0.5, 5), (7, 0.2, 1), (3, 0.1, 1)])
 def test_seed_target(n, p0, m):
     assert n_seeds_target(n, p0) == m

@@ -37,6 +37,9 @@ def estimate(
     level_probability: float = typer.Option(0.1, help="Target conditional probability p0 in (0, 0.5]."),
     kernel: str = typer.Option("acs", help="MCMC kernel: acs (adaptive conditional sampling) or mma (modified Metropolis)."),
     max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
+    stop_factor: float = typer.Option(
+        0.5, help="Stop at the first level where stop_factor * p0 * N samples failed, in (0, 1]; 1 is the classic rule."
+    ),
     seed: int = typer.Option(0, help="Random seed."),
     confidence: float = typer.Option(0.95, help="Confidence level of the interval."),
     delta: float = typer.Option(0.05, help="Error budget of the anytime-valid envelope."),
@@ -62,7 +65,8 @@ def estimate(
         rare = make_problem(problem, **params)
         if method is Method.ss:
             estimator = SubsetSimulation(
-                n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel), max_queries=max_queries
+                n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel), max_queries=max_queries,
+                stop_factor=stop_factor,
             )
         else:
             estimator = MonteCarlo(n_samples=n_samples)

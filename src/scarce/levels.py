@@ -13,6 +13,13 @@ the threshold.  When the candidate does not rise above the previous threshold
 is used instead; when there is none the level has *stalled*: nothing in the
 population lies above the previous threshold.  A stalled level is reported to
 the caller, never skipped by jumping to the failure threshold.
+
+The last level.  In the classic rule the failure event becomes the next level
+once ``m`` samples have failed (the ``m``-th largest score is ``+inf``).  With
+``min_failures`` it does so as soon as that many have failed: a population with
+a failure fraction just under ``p0`` then ends the run instead of paying a whole
+level of model calls to estimate a conditional probability near 1
+(:class:`~scarce.estimators.subset.SubsetSimulation` explains the default).
 """
 
 from __future__ import annotations
@@ -70,7 +77,9 @@ def n_seeds_target(n_samples: int, level_probability: float) -> int:
     return max(1, int(round(level_probability * n_samples)))
 
 
-def next_threshold(scores: np.ndarray, level_probability: float, previous: float = -math.inf) -> ThresholdChoice:
+def next_threshold(
+    scores: np.ndarray, level_probability: float, previous: float = -math.inf, min_failures: int | None = None
+) -> ThresholdChoice:
     """Choose the next threshold from a population's effective scores.
 
     Parameters
@@ -82,6 +91,9 @@ def next_threshold(scores: np.ndarray, level_probability: float, previous: float
         Target conditional probability ``p0`` in (0, 0.5].
     previous : float
         Threshold of the level the population lives in (``-inf`` at level 0).
+    min_failures : int, optional
+        Take the failure event as the next level once at least this many scores are
+        ``+inf``; ``None`` is the classic rule (``m = round(p0 * N)`` failures).
 
     Returns
     -------
@@ -97,6 +109,12 @@ def next_threshold(scores: np.ndarray, level_probability: float, previous: float
     >>> next_threshold(np.array([0.0, 1, 1, 1, 1, 1, 1, 1, 1, 1]), 0.2)
     ThresholdChoice(threshold=1.0, n_above=9, probability=0.9, stalled=False)
 
+    With ``min_failures``, fewer failures than ``m`` already end the run:
+
+    >>> scores = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, np.inf])
+    >>> next_threshold(scores, 0.2).threshold, next_threshold(scores, 0.2, min_failures=1).threshold
+    (0.9, inf)
+
     A population tied at the previous threshold cannot rise:
 
     >>> next_threshold(np.array([1.0, 1.0, 1.0, 1.0]), 0.5, previous=1.0).stalled
@@ -104,6 +122,11 @@ def next_threshold(scores: np.ndarray, level_probability: float, previous: float
     """
     n = scores.shape[0]
     m = n_seeds_target(n, level_probability)
+    if min_failures is not None:
+        check_positive_int("min_failures", min_failures)
+        n_failed = int(np.count_nonzero(np.isposinf(scores)))
+        if n_failed >= min(min_failures, m):
+            return ThresholdChoice(threshold=math.inf, n_above=n_failed, probability=n_failed / n, stalled=False)
     # m-th largest score, by partition (O(N)) rather than a full sort.
     candidate = float(np.partition(scores, n - m)[n - m])
     stalled = False

@@ -20,6 +20,19 @@ one of many there).  The gain is largest for nearly additive scores; Latin
 hypercube sampling is never much worse than independent sampling (Owen 1997).
 The reported CoV keeps the independent-sample term for level 0 (conservative).
 
+The last level (``stop_factor``).  The classic rule runs levels until ``p0 * N``
+samples have failed.  When a level's failure fraction ``f`` falls just short of
+``p0``, one more level costs ``N - p0 N`` model calls to estimate a factor near 1,
+while stopping adds ``(1 - f) / (N f) (1 + gamma)`` to the squared CoV, hardly more
+than any intermediate level adds.  So a run ends as soon as ``stop_factor * p0 * N``
+samples have failed (default 0.5).  Measured paired (the same seeds 40000-40999,
+N = 2000, p0 = 0.1; CoV times the square root of (mean queries / 2000), the classic
+rule first): linear d = 100 at 1e-3 0.297 -> 0.282 (mean queries 6549 -> 5599),
+at 1e-6 0.699 -> 0.679 (11923 -> 11022), at 1e-9 1.124 -> 1.104 (17379 -> 16481);
+chi-square 0.682 -> 0.665; two regions 0.550 -> 0.530; four-branch unchanged.  The
+mean moved by at most 0.003 of the truth on each.  Factors 0.3 to 0.7 were
+measured; 0.4 and 0.5 were the best or tied everywhere.
+
 The reported CoV (``cov_depth``, :func:`scarce.envelope.lineage_variance`)
 groups chains by their ancestor one level up: chains grown from seeds of the
 same parent chain start close together, which the Au-Beck formula (chains
@@ -48,6 +61,7 @@ from scarce.errors import (
     LowAcceptanceWarning,
     ScarceError,
     StalledLevelWarning,
+    check_in_interval,
     check_positive_int,
 )
 from scarce.estimators.chains import ChainStats, Population, run_chains
@@ -121,6 +135,11 @@ class SubsetSimulation:
         Au-Beck formula (chains independent, levels uncorrelated), which reports
         a CoV 7-15% below the observed one; 1 (default) brings it within a few
         per cent (module notes).
+    stop_factor : float
+        In (0, 1]. The run ends at the first level at which at least
+        ``stop_factor * p0 * N`` samples (at least one) have failed; their fraction is
+        the last factor of the estimate. 1 is the classic rule; the default 0.5 saves a
+        level of model calls in about half the runs (module notes).
 
     Examples
     --------
@@ -143,6 +162,7 @@ class SubsetSimulation:
         first_level: str = "lhs",
         cov_depth: int = 1,
         dtype: str = "float64",
+        stop_factor: float = 0.5,
     ) -> None:
         self.n_samples = n_samples
         self.level_probability = level_probability
@@ -153,6 +173,7 @@ class SubsetSimulation:
         self.first_level = first_level
         self.cov_depth = cov_depth
         self.dtype = dtype
+        self.stop_factor = stop_factor
 
     def _validate(self) -> Kernel:
         check_level_sizes(self.n_samples, self.level_probability)
@@ -162,6 +183,7 @@ class SubsetSimulation:
             raise ScarceError(f"first_level must be one of {_FIRST_LEVELS}, got {self.first_level!r}")
         check_positive_int("cov_depth", self.cov_depth, minimum=0)
         check_dtype(self.dtype)
+        check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0)
         if self.max_queries is not None:
             check_positive_int("max_queries", self.max_queries)
             if self.max_queries < self.n_samples:
@@ -214,6 +236,7 @@ class SubsetSimulation:
                 "first_level": self.first_level,
                 "cov_depth": self.cov_depth,
                 "dtype": check_dtype(self.dtype).name,
+                "stop_factor": self.stop_factor,
                 "cov_au_beck": run.cov_au_beck,
             },
         )
@@ -277,11 +300,12 @@ class _Run:
         )
         if self.callback is not None:
             self.callback(self.diagnostics[-1])
+        min_failures = max(1, math.ceil(cfg.stop_factor * n_seeds_target(n, cfg.level_probability)))
         cumulative, scale, stalls = 1.0, self.kernel.initial_scale, 0
         status = "converged"
         while True:
             scores = level.population.flat_scores()
-            choice = next_threshold(scores, cfg.level_probability, level.threshold)
+            choice = next_threshold(scores, cfg.level_probability, level.threshold, min_failures)
             gamma = chain_correlation_factor(level.population.score >= choice.threshold, level.population.mask)
             indicator = level.population.score >= choice.threshold
             if choice.is_failure_level:

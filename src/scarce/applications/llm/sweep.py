@@ -71,6 +71,8 @@ class SweepConfig:
     n_grid: tuple[int, ...] = (2000, 5000, 20_000, 50_000)
     n_grid_percentile: int = 75
     level_probability: float = 0.1
+    # a cascade run ends once stop_factor * p0 * N samples failed (1: the classic rule)
+    stop_factor: float = 0.5
     head: bool = False
     transfer_method: str = "GCG"  # "" for no transfer study
     transfer_variants: tuple[str, ...] = ("pc1_p75", "centroid_p75")
@@ -98,6 +100,8 @@ class SweepConfig:
             raise ScarceError(f"n_runs must be a positive integer; got {self.n_runs!r}")
         if not 0.0 < self.level_probability <= 0.5:
             raise ScarceError(f"level_probability must lie in (0, 0.5]; got {self.level_probability!r}")
+        if not 0.0 < self.stop_factor <= 1.0:
+            raise ScarceError(f"stop_factor must lie in (0, 1]; got {self.stop_factor!r}")
         for variant in self.transfer_variants:
             if variant not in available_rulers("llm"):
                 raise unknown_name_error("ruler in transfer_variants", variant, available_rulers("llm"))
@@ -298,12 +302,12 @@ def _calibration_factor(scores: np.ndarray, labels: np.ndarray, tau: float) -> f
     return float(precision / recall) if recall > 0 else math.nan
 
 
-def _cascade_runs(fleet: Fleet, tau: float, n: int, runs: int, p0: float,
+def _cascade_runs(fleet: Fleet, tau: float, n: int, runs: int, p0: float, stop_factor: float,
                   seed: np.random.SeedSequence) -> list[dict[str, Any]]:
     from scarce.estimators import SubsetSimulation
 
     problem = fleet.problem(tau)
-    estimator = SubsetSimulation(n_samples=n, level_probability=p0, max_levels=60)
+    estimator = SubsetSimulation(n_samples=n, level_probability=p0, max_levels=60, stop_factor=stop_factor)
     out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScarceWarning)
@@ -335,7 +339,7 @@ def _cell_task(task: dict[str, Any], setup: dict[str, Any]) -> dict[str, Any]:
     reference = reference_probability(labels, eta, seed=zlib.crc32(group.encode()))
     benign_mass, harmful_mass = fleet.leakage(tau)
     runs = _cascade_runs(fleet, tau, task["n_samples"], task["n_runs"], task["level_probability"],
-                         np.random.SeedSequence(task["seed"]))
+                         task["stop_factor"], np.random.SeedSequence(task["seed"]))
     payload = {
         "kind": "cell", "stage": task["stage"], "family": family, "percentile": percentile,
         "variant": variant_name(family, percentile), "group": group, "eta": eta,
@@ -405,6 +409,7 @@ class LLMSweep:
             cells.setdefault(key, {"stage": stage, "family": family, "percentile": p, "group": group,
                                    "eta": float(eta), "n_samples": n, "n_runs": cfg.n_runs,
                                    "level_probability": cfg.level_probability,
+                                   "stop_factor": cfg.stop_factor,
                                    "seed": [cfg.seed, zlib.crc32(key.encode())]})
 
         for family, p in cfg.variants():

@@ -54,6 +54,9 @@ class MethodSettings:
     # draws the normals about 3x faster than numpy's float64 ziggurat (scarce.normals) and halves
     # the chains' memory traffic; those draws are most of the engine's own time on this problem.
     latent_dtype: str = "float32"
+    # Subset Simulation ends at the first level where stop_factor * p0 * N samples failed
+    # (scarce.estimators.subset; 1 is the classic rule of Au and Beck).
+    stop_factor: float = 0.5
     amls_samples: int = 1000
     amls_steps: int = 250
 
@@ -80,7 +83,7 @@ def _estimator(key: str, settings: MethodSettings) -> Any:
                     n_steps=settings.amls_steps, max_levels=settings.max_levels)
     return SubsetSimulation(n_samples=settings.ss_samples, level_probability=settings.level_probability,
                             max_levels=settings.max_levels, first_level=settings.first_level,
-                            dtype=settings.latent_dtype)
+                            dtype=settings.latent_dtype, stop_factor=settings.stop_factor)
 
 
 def run_method(
