@@ -82,7 +82,7 @@ def run_problem(name, params, args, competitors):
     runs = {m: Runs() for m in ("scarce", "openturns", "uqpy", "monte_carlo")}
     ss = scarce.SubsetSimulation(n_samples=args.n_samples, level_probability=args.p0)
     for rep in range(args.reps):
-        seed = 1000 + rep
+        seed = args.seed_base + rep
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", scarce.ScarceWarning)
             r = ss.estimate(problem, seed=seed)
@@ -188,6 +188,7 @@ def main(argv=None) -> int:
     parser.add_argument("--p0", type=float, default=0.1)
     parser.add_argument("--methods", default="openturns,uqpy", help="competitors to run (comma separated)")
     parser.add_argument("--problems", default="all", help="comma-separated indices into BENCHMARK_SUITE, or 'all'")
+    parser.add_argument("--seed-base", type=int, default=1000, help="repetition r runs every method with seed seed_base + r")
     parser.add_argument("--out", default="benchmarks/results/reliability.json")
     args = parser.parse_args(argv)
     args.methods = [m for m in args.methods.split(",") if m]
@@ -207,17 +208,19 @@ def main(argv=None) -> int:
             print(f"competitors not installed: {missing} (pip install -e '.[bench]'); running without them", file=sys.stderr)
             args.methods = [m for m in args.methods if m not in missing]
     start = time.perf_counter()
-    summaries = []
+    summaries, raw = [], {}
     for name, params in suite:
         problem, runs = run_problem(name, params, args, competitors)
         summaries.append(summarise(problem, runs, args))
+        # per-run estimates and queries, so runs over other seed sets can be pooled later
+        raw[problem.name] = {m: {"estimates": r.estimates, "queries": r.queries} for m, r in runs.items() if r.estimates}
     table = markdown(summaries, args)
     print(f"N = {args.n_samples}, p0 = {args.p0}, {args.reps} repetitions (UQpy: {min(args.uqpy_reps, args.reps)}), "
           f"numpy {np.__version__}, scarce {scarce.__version__}; total {time.perf_counter() - start:.0f} s\n")
     print(table)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"settings": vars(args), "summaries": summaries}, indent=2, default=str))
+    out.write_text(json.dumps({"settings": vars(args), "summaries": summaries, "runs": raw}, indent=2, default=str))
     out.with_suffix(".md").write_text(table + "\n")
     return 0
 
