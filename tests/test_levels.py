@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from scarce.levels import n_seeds_target, next_threshold
+from scarce.levels import failures_to_stop, n_seeds_target, next_threshold
 
 
 def test_continuous_scores_keep_exactly_p0_n():
@@ -75,6 +75,12 @@ def test_min_failures_above_the_target_is_the_classic_rule():
     assert next_threshold(scores, 0.1, min_failures=50) == next_threshold(scores, 0.1)
     few = np.array(list(np.linspace(0, 1, 95)) + [np.inf] * 5)
     assert next_threshold(few, 0.1, min_failures=10) == next_threshold(few, 0.1)
+
+
+@pytest.mark.parametrize("n, p0, factor, k", [(2000, 0.1, 0.5, 100), (2000, 0.1, 1.0, 200), (1000, 0.1, 0.07, 7),
+                                             (2000, 0.1, 0.14, 28), (100, 0.1, 0.31, 4), (10, 0.1, 0.5, 1)])
+def test_failures_to_stop_rounds_the_product_before_the_ceiling(n, p0, factor, k):
+    assert failures_to_stop(n, p0, factor) == k
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5])

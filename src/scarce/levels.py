@@ -77,6 +77,18 @@ def n_seeds_target(n_samples: int, level_probability: float) -> int:
     return max(1, int(round(level_probability * n_samples)))
 
 
+def failures_to_stop(n_samples: int, level_probability: float, stop_factor: float) -> int:
+    """Failed samples that end a run: ``ceil(stop_factor * m)`` with ``m = round(p0 * N)``, at least 1.
+
+    The product is rounded first, so a factor that is a round fraction of ``m`` is not pushed up
+    by floating point (``0.07 * 100`` is ``7.000000000000001``).
+
+    >>> failures_to_stop(2000, 0.1, 0.5), failures_to_stop(1000, 0.1, 0.07), failures_to_stop(10, 0.1, 0.5)
+    (100, 7, 1)
+    """
+    return max(1, math.ceil(round(stop_factor * n_seeds_target(n_samples, level_probability), 9)))
+
+
 def next_threshold(
     scores: np.ndarray, level_probability: float, previous: float = -math.inf, min_failures: int | None = None
 ) -> ThresholdChoice:
@@ -125,7 +137,7 @@ def next_threshold(
     if min_failures is not None:
         check_positive_int("min_failures", min_failures)
         n_failed = int(np.count_nonzero(np.isposinf(scores)))
-        if n_failed >= min(min_failures, m):
+        if n_failed >= min_failures:  # a value above m changes nothing: the classic rule below also stops
             return ThresholdChoice(threshold=math.inf, n_above=n_failed, probability=n_failed / n, stalled=False)
     # m-th largest score, by partition (O(N)) rather than a full sort.
     candidate = float(np.partition(scores, n - m)[n - m])

@@ -66,7 +66,7 @@ from scarce.errors import (
 )
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
-from scarce.levels import ThresholdChoice, check_level_sizes, n_seeds_target, next_threshold
+from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, n_seeds_target, next_threshold
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
@@ -300,7 +300,7 @@ class _Run:
         )
         if self.callback is not None:
             self.callback(self.diagnostics[-1])
-        min_failures = max(1, math.ceil(cfg.stop_factor * n_seeds_target(n, cfg.level_probability)))
+        min_failures = failures_to_stop(n, cfg.level_probability, cfg.stop_factor)
         cumulative, scale, stalls = 1.0, self.kernel.initial_scale, 0
         status = "converged"
         while True:
