@@ -51,3 +51,14 @@ def test_stop_factor_reaches_the_estimator_and_bad_values_are_clean_errors():
     bad = runner.invoke(app, ["estimate", "--stop-factor", "0"])
     assert bad.exit_code == 2
     assert "stop_factor must be in (0, 1]" in bad.output
+
+
+def test_count_seeds_reaches_the_estimator_and_bad_values_are_clean_errors():
+    ok = runner.invoke(app, ["estimate", "--problem", "four_branch", "--n-samples", "500", "--count-seeds", "never", "--json"])
+    assert ok.exit_code == 0, ok.output
+    payload = json.loads(ok.output)
+    assert payload["info"]["count_seeds"] == "never"
+    assert all(level["n_queries"] in (0, 500) for level in payload["levels"][1:])
+    bad = runner.invoke(app, ["estimate", "--count-seeds", "allways"])
+    assert bad.exit_code == 2
+    assert "unknown count_seeds 'allways'. Did you mean 'always'?" in bad.output

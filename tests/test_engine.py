@@ -13,6 +13,7 @@ import pytest
 
 import scarce
 from scarce import (
+    ConditionalSampling,
     EvaluationError,
     ModifiedMetropolis,
     MonteCarlo,
@@ -144,26 +145,60 @@ class CountingProblem:
         self.problem = RareEventProblem(problem.dim, evaluate, name=problem.name, exact_probability=problem.exact_probability)
 
 
+def _mcmc_steps(level, n_samples, seeds_counted):
+    """MCMC steps of a level of ``n_samples`` grown from ``level.n_seeds`` chains."""
+    per_chain = math.ceil(n_samples / level.n_seeds)
+    return per_chain - 1 if seeds_counted else per_chain
+
+
 def test_one_batched_call_per_mcmc_step_and_every_point_counted():
     wrapped = CountingProblem(linear(dim=30, probability=1e-4))
     result = SubsetSimulation(n_samples=1000).estimate(wrapped.problem, seed=0)
     assert sum(wrapped.calls) == result.n_queries == sum(result.queries_per_level)
     mcmc_levels = [lv for lv in result.levels[1:] if lv.n_queries > 0]
-    # a level of 1000 samples from c ~ 100 seeds has ceil(1000 / c) - 1 steps: one model call each,
-    # covering every chain still running
-    steps = [math.ceil(1000 / lv.n_seeds) - 1 for lv in mcmc_levels]
-    assert len(wrapped.calls) == 1 + sum(steps)
+    # level 1's seeds (independent draws) are counted: ceil(1000 / c) - 1 steps from c ~ 100 seeds;
+    # deeper levels' seeds are chain states and only moved from: ceil(1000 / c) steps.
+    # One model call per step, covering every chain still running.
+    steps = [_mcmc_steps(lv, 1000, seeds_counted=(i == 0)) for i, lv in enumerate(mcmc_levels)]
+    assert len(mcmc_levels) >= 2 and len(wrapped.calls) == 1 + sum(steps)
     assert wrapped.calls[0] == 1000
     first_level_calls = wrapped.calls[1 : 1 + steps[0]]
     assert first_level_calls[0] == mcmc_levels[0].n_seeds
 
 
-def test_query_count_matches_levels():
-    result = SubsetSimulation(n_samples=1000).estimate(linear(dim=30, probability=1e-4), seed=0)
-    n_mcmc = sum(1 for lv in result.levels[1:] if lv.n_queries)
-    assert result.n_queries == 1000 + sum(lv.n_queries for lv in result.levels[1:])
-    assert all(lv.n_queries == 1000 - lv.n_seeds for lv in result.levels[1:] if lv.n_queries)
-    assert n_mcmc == len(result.levels) - 2
+@pytest.mark.parametrize("count_seeds", ["independent", "always", "never"])
+def test_query_count_matches_levels(count_seeds):
+    result = SubsetSimulation(n_samples=1000, count_seeds=count_seeds).estimate(linear(dim=30, probability=1e-4), seed=0)
+    mcmc = [lv for lv in result.levels[1:] if lv.n_queries]
+    assert result.n_queries == 1000 + sum(lv.n_queries for lv in mcmc)
+    counted = {"independent": [True] + [False] * (len(mcmc) - 1), "always": [True] * len(mcmc), "never": [False] * len(mcmc)}
+    # a level costs N - (seeds) model calls when its seeds count among its N samples, N otherwise
+    assert [lv.n_queries for lv in mcmc] == [1000 - lv.n_seeds if c else 1000 for lv, c in zip(mcmc, counted[count_seeds])]
+    assert len(mcmc) == len(result.levels) - 2 and len(mcmc) >= 2
+    assert result.info["count_seeds"] == count_seeds
+
+
+def test_uncounted_seeds_are_moved_from_but_not_kept():
+    """count_seeds=False: every stored state is an MCMC move, and the level costs N model calls."""
+    from scarce.estimators.chains import run_chains
+
+    rng = np.random.default_rng(3)
+    seeds = rng.standard_normal((7, 4))
+    calls = []
+
+    def accept_all(u, step):
+        calls.append(len(u))
+        return np.full(len(u), 10.0)
+
+    for count, queries in ((True, 50 - 7), (False, 50)):
+        population, stats = run_chains(
+            ConditionalSampling(), seeds, np.full(7, 5.0), 1.0, 50, 0.6, accept_all, np.random.default_rng(0), count_seeds=count
+        )
+        assert population.n_samples == 50 and stats.n_queries == queries and not population.independent
+        states = population.flat_u()
+        kept = (states[:, None, :] == seeds[None, :, :]).all(axis=2).any(axis=1)
+        assert kept.sum() == (7 if count else 0)
+    assert sum(calls) == 43 + 50
 
 
 def test_stop_factor_ends_the_run_once_enough_samples_failed():
@@ -329,6 +364,7 @@ def test_model_exception_surfaces_with_level():
         ({"dtype": "float16"}, r"dtype must be one of \('float64', 'float32'\)"),
         ({"stop_factor": 0.0}, r"stop_factor must be in \(0, 1\]"),
         ({"stop_factor": 1.5}, r"stop_factor must be in \(0, 1\]"),
+        ({"count_seeds": "indep"}, r"unknown count_seeds 'indep'\. Did you mean 'independent'\?"),
     ],
 )
 def test_bad_estimator_settings(kwargs, match):

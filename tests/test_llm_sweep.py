@@ -127,6 +127,7 @@ def test_corpus_problems_are_refused_before_any_fit(llm_corpus):
     ({"n_runs": 0}, "n_runs"),
     ({"level_probability": 0.7}, "level_probability"),
     ({"stop_factor": 0.0}, r"stop_factor must lie in \(0, 1\]"),
+    ({"count_seeds": "sometimes"}, "unknown count_seeds 'sometimes'"),
     ({"transfer_variants": ("pc1_p76",)}, "Did you mean"),
 ])
 def test_config_errors_name_the_setting(kwargs, message):

@@ -260,3 +260,14 @@ def test_vision_subset_simulation_runs_in_float32_latents_and_agrees_with_the_ex
     assert result.info["dtype"] == "float32" and timing["forward"] > 0
     exact = norm.sf(0.2 / 0.05)
     assert result.reached_failure and abs(math.log(result.probability / exact)) < 4 * result.cov
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"stop_factor": 0.0}, r"stop_factor must be in \(0, 1\]"),
+    ({"count_seeds": "indpendent"}, "Did you mean 'independent'"),
+])
+def test_bad_subset_settings_fail_when_the_method_settings_are_built(kwargs, message):
+    from scarce.applications.vision.methods import MethodSettings
+
+    with pytest.raises(ValueError, match=message):
+        MethodSettings(**kwargs)

@@ -40,6 +40,9 @@ def estimate(
     stop_factor: float = typer.Option(
         0.5, help="Stop at the first level where stop_factor * p0 * N samples failed, in (0, 1]; 1 is the classic rule."
     ),
+    count_seeds: str = typer.Option(
+        "independent", help="Whether seeds count among a level's samples: independent (only draws of level 0), always, never."
+    ),
     seed: int = typer.Option(0, help="Random seed."),
     confidence: float = typer.Option(0.95, help="Confidence level of the interval."),
     delta: float = typer.Option(0.05, help="Error budget of the anytime-valid envelope."),
@@ -66,7 +69,7 @@ def estimate(
         if method is Method.ss:
             estimator = SubsetSimulation(
                 n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel), max_queries=max_queries,
-                stop_factor=stop_factor,
+                stop_factor=stop_factor, count_seeds=count_seeds,
             )
         else:
             estimator = MonteCarlo(n_samples=n_samples)

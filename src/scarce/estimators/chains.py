@@ -5,6 +5,11 @@ candidates are evaluated in ONE batched call, and each chain accepts its
 candidate exactly when it lies in the level (DESIGN.md section 2, decision 4).
 Chains differ in length by at most one; sorting them longest first makes the
 running chains a leading slice, so no masking is needed in the hot loop.
+
+A seed is a chain's first state.  It is counted as a sample of the level
+(``count_seeds=True``: ``N - n_seeds`` model calls) or only moved from
+(``count_seeds=False``: all ``N`` counted states are MCMC moves, ``N`` model
+calls); :class:`~scarce.estimators.subset.SubsetSimulation` says which and why.
 """
 
 from __future__ import annotations
@@ -37,17 +42,20 @@ class Population:
     parent : ndarray of int, shape (n_chains,), optional
         For each chain, the chain of the previous level's population its seed
         came from (the lineage used for the between-level covariance).
+    independent : bool
+        True when the samples are independent draws (level 0), not Markov chain states.
     """
 
     u: np.ndarray
     score: np.ndarray
     mask: np.ndarray
     parent: np.ndarray | None = None
+    independent: bool = False
 
     @classmethod
-    def independent(cls, u: np.ndarray, score: np.ndarray) -> Population:
+    def from_independent(cls, u: np.ndarray, score: np.ndarray) -> Population:
         """A population of independent samples (level 0): ``N`` chains of length 1."""
-        return cls(u=u[:, None, :], score=score[:, None], mask=np.ones((u.shape[0], 1), dtype=bool))
+        return cls(u=u[:, None, :], score=score[:, None], mask=np.ones((u.shape[0], 1), dtype=bool), independent=True)
 
     @property
     def n_samples(self) -> int:
@@ -102,6 +110,7 @@ def run_chains(
     evaluate: LatentEvaluate,
     rng: np.random.Generator,
     seeds_parent: np.ndarray | None = None,
+    count_seeds: bool = True,
 ) -> tuple[Population, ChainStats]:
     """Grow ``n_samples`` states of N(0, I) restricted to ``{score >= threshold}`` from the seeds.
 
@@ -114,7 +123,7 @@ def run_chains(
         Their effective scores (all ``>= threshold``).
     threshold : float
     n_samples : int
-        Total states of the level, seeds included.
+        Total states of the level (seeds included when ``count_seeds``).
     scale : float
         Kernel scale at the first step (adapted when ``kernel.adapt``).
     evaluate : callable
@@ -123,6 +132,9 @@ def run_chains(
     seeds_parent : ndarray of int, shape (n_seeds,), optional
         The previous level's chain each seed belongs to; stored, reordered with
         the chains, as :attr:`Population.parent`.
+    count_seeds : bool
+        Whether each seed is its chain's first counted state; when False the
+        seeds are only moved from and every counted state is an MCMC move.
 
     Returns
     -------
@@ -132,17 +144,20 @@ def run_chains(
     current_u = seeds_u[order].copy()
     current_s = seeds_score[order].copy()
     n_chains, dim = current_u.shape
-    lengths = chain_lengths(n_samples, n_chains)
+    lengths = chain_lengths(n_samples, n_chains)  # counted states per chain
     length = int(lengths[0])
+    # the seed sits at state 0 when counted; otherwise the first move is state 0
+    first = 1 if count_seeds else 0
     u = np.empty((n_chains, length, dim), dtype=current_u.dtype)
     score = np.full((n_chains, length), np.nan)
     mask = np.arange(length)[None, :] < lengths[:, None]
-    u[:, 0], score[:, 0] = current_u, current_s
+    if count_seeds:
+        u[:, 0], score[:, 0] = current_u, current_s
 
     params: KernelParams = kernel.tune(current_u, scale)
     n_accepted = n_proposed = n_queries = 0
-    for step in range(1, length):
-        active = int(np.count_nonzero(lengths > step))  # a leading slice: lengths are sorted
+    for step, state in enumerate(range(first, length), start=1):
+        active = int(np.count_nonzero(lengths > state))  # a leading slice: lengths are sorted
         cur_u, cur_s = current_u[:active], current_s[:active]
         candidate = kernel.propose(cur_u, params, rng)
         # an unchanged candidate needs no model call; kernels whose candidates move almost surely
@@ -158,7 +173,7 @@ def run_chains(
         accept = moved & (cand_s >= threshold)
         cur_u[accept] = candidate[accept]
         cur_s[accept] = cand_s[accept]
-        u[:active, step], score[:active, step] = cur_u, cur_s
+        u[:active, state], score[:active, state] = cur_u, cur_s
         n_accepted += int(accept.sum())
         n_proposed += active
         if kernel.adapt:

@@ -73,6 +73,8 @@ class SweepConfig:
     level_probability: float = 0.1
     # a cascade run ends once stop_factor * p0 * N samples failed (1: the classic rule)
     stop_factor: float = 0.5
+    # seeds count among a level's samples only when drawn independently (scarce.estimators.subset)
+    count_seeds: str = "independent"
     head: bool = False
     transfer_method: str = "GCG"  # "" for no transfer study
     transfer_variants: tuple[str, ...] = ("pc1_p75", "centroid_p75")
@@ -81,6 +83,7 @@ class SweepConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        from scarce.estimators.subset import check_count_seeds
         from scarce.rulers import available_rulers
 
         for family in self.families:
@@ -102,6 +105,7 @@ class SweepConfig:
             raise ScarceError(f"level_probability must lie in (0, 0.5]; got {self.level_probability!r}")
         if not 0.0 < self.stop_factor <= 1.0:
             raise ScarceError(f"stop_factor must lie in (0, 1]; got {self.stop_factor!r}")
+        check_count_seeds(self.count_seeds)
         for variant in self.transfer_variants:
             if variant not in available_rulers("llm"):
                 raise unknown_name_error("ruler in transfer_variants", variant, available_rulers("llm"))
@@ -303,11 +307,12 @@ def _calibration_factor(scores: np.ndarray, labels: np.ndarray, tau: float) -> f
 
 
 def _cascade_runs(fleet: Fleet, tau: float, n: int, runs: int, p0: float, stop_factor: float,
-                  seed: np.random.SeedSequence) -> list[dict[str, Any]]:
+                  count_seeds: str, seed: np.random.SeedSequence) -> list[dict[str, Any]]:
     from scarce.estimators import SubsetSimulation
 
     problem = fleet.problem(tau)
-    estimator = SubsetSimulation(n_samples=n, level_probability=p0, max_levels=60, stop_factor=stop_factor)
+    estimator = SubsetSimulation(n_samples=n, level_probability=p0, max_levels=60, stop_factor=stop_factor,
+                                  count_seeds=count_seeds)
     out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScarceWarning)
@@ -339,7 +344,7 @@ def _cell_task(task: dict[str, Any], setup: dict[str, Any]) -> dict[str, Any]:
     reference = reference_probability(labels, eta, seed=zlib.crc32(group.encode()))
     benign_mass, harmful_mass = fleet.leakage(tau)
     runs = _cascade_runs(fleet, tau, task["n_samples"], task["n_runs"], task["level_probability"],
-                         task["stop_factor"], np.random.SeedSequence(task["seed"]))
+                         task["stop_factor"], task["count_seeds"], np.random.SeedSequence(task["seed"]))
     payload = {
         "kind": "cell", "stage": task["stage"], "family": family, "percentile": percentile,
         "variant": variant_name(family, percentile), "group": group, "eta": eta,
@@ -409,7 +414,7 @@ class LLMSweep:
             cells.setdefault(key, {"stage": stage, "family": family, "percentile": p, "group": group,
                                    "eta": float(eta), "n_samples": n, "n_runs": cfg.n_runs,
                                    "level_probability": cfg.level_probability,
-                                   "stop_factor": cfg.stop_factor,
+                                   "stop_factor": cfg.stop_factor, "count_seeds": cfg.count_seeds,
                                    "seed": [cfg.seed, zlib.crc32(key.encode())]})
 
         for family, p in cfg.variants():

@@ -57,8 +57,19 @@ class MethodSettings:
     # Subset Simulation ends at the first level where stop_factor * p0 * N samples failed
     # (scarce.estimators.subset; 1 is the classic rule of Au and Beck).
     stop_factor: float = 0.5
+    # Seeds count among a level's samples only when they are independent draws (level 1); from
+    # deeper levels they are chain states and are only moved from (scarce.estimators.subset).
+    count_seeds: str = "independent"
     amls_samples: int = 1000
     amls_steps: int = 250
+
+    def __post_init__(self) -> None:
+        from scarce.errors import check_in_interval
+        from scarce.estimators.subset import check_count_seeds
+
+        # checked here so a bad preset fails when it is built, not when its first task runs
+        check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0)
+        check_count_seeds(self.count_seeds)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -83,7 +94,8 @@ def _estimator(key: str, settings: MethodSettings) -> Any:
                     n_steps=settings.amls_steps, max_levels=settings.max_levels)
     return SubsetSimulation(n_samples=settings.ss_samples, level_probability=settings.level_probability,
                             max_levels=settings.max_levels, first_level=settings.first_level,
-                            dtype=settings.latent_dtype, stop_factor=settings.stop_factor)
+                            dtype=settings.latent_dtype, stop_factor=settings.stop_factor,
+                            count_seeds=settings.count_seeds)
 
 
 def run_method(
