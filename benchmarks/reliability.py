@@ -80,7 +80,8 @@ def run_problem(name, params, args, competitors):
         return problem.evaluate(u)[0]
 
     runs = {m: Runs() for m in ("scarce", "openturns", "uqpy", "monte_carlo")}
-    ss = scarce.SubsetSimulation(n_samples=args.n_samples, level_probability=args.p0)
+    ss = scarce.SubsetSimulation(n_samples=args.n_samples, level_probability=args.p0, stop_factor=args.stop_factor,
+                                 count_seeds=args.count_seeds)
     for rep in range(args.reps):
         seed = args.seed_base + rep
         with warnings.catch_warnings():
@@ -186,6 +187,9 @@ def main(argv=None) -> int:
     parser.add_argument("--uqpy-reps", type=int, default=50, help="UQpy takes seconds per run; fewer repetitions keep the run short")
     parser.add_argument("--n-samples", type=int, default=2000)
     parser.add_argument("--p0", type=float, default=0.1)
+    parser.add_argument("--stop-factor", type=float, default=0.5, help="our engine's stop_factor (1: the classic rule)")
+    parser.add_argument("--count-seeds", default="independent", choices=("independent", "always", "never"),
+                        help="our engine's count_seeds rule (always: Au and Beck; never: OpenTURNS)")
     parser.add_argument("--methods", default="openturns,uqpy", help="competitors to run (comma separated)")
     parser.add_argument("--problems", default="all", help="comma-separated indices into BENCHMARK_SUITE, or 'all'")
     parser.add_argument("--seed-base", type=int, default=1000, help="repetition r runs every method with seed seed_base + r")

@@ -42,12 +42,13 @@ counted one level down, often several copies of one state (a rejected move repea
 it), and counting them again carries that level's clumps into the next threshold.
 The default ``"independent"`` counts seeds only when they are independent draws.
 Measured against counting them always (N = 2000, p0 = 0.1; 2600 runs each over
-seeds 60000-60599, 70000-70999 and 80000-80999; CoV, then CoV times the square root
-of the mean queries, relative): linear d = 100 at 1e-3 0.970 / 0.987, at 1e-6
-0.949 / 0.979, at 1e-9 0.929 / 0.962; chi-square 0.940 / 0.970; two regions 0.966 /
-0.994; four-branch 0.982 / 0.999.  Never counting them (OpenTURNS) gains as much on
-the deep linear problems but loses 3-5% at equal queries on the shallow ones
-(four-branch, linear 1e-3), where level 1 is a third or half of the run.
+seeds 60000-60599, 70000-70999 and 80000-80999, ``benchmarks/reliability.py
+--methods "" --count-seeds {always,independent}``; CoV, then CoV times the square
+root of the mean queries, relative): linear d = 100 at 1e-3 0.970 / 0.987, at 1e-6
+0.945 / 0.979, at 1e-9 0.908 / 0.945; chi-square 0.923 / 0.956; two regions 0.968 /
+1.000; four-branch 0.981 / 0.998.  Never counting them (OpenTURNS) gains 4-5% at equal
+queries on linear 1e-6 and 1e-9 too (1600 runs each), but loses 5% on four-branch,
+whose runs are mostly level 1 (two or three levels in all).
 
 The reported CoV (``cov_depth``, :func:`scarce.envelope.lineage_variance`)
 groups chains by their ancestor one level up: chains grown from seeds of the
