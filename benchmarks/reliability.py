@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scarce  # noqa: E402
+from scarce.estimators.subset import COUNT_SEEDS_RULES  # noqa: E402
 from scarce.problems import BENCHMARK_SUITE, make_problem  # noqa: E402
 
 
@@ -188,7 +189,7 @@ def main(argv=None) -> int:
     parser.add_argument("--n-samples", type=int, default=2000)
     parser.add_argument("--p0", type=float, default=0.1)
     parser.add_argument("--stop-factor", type=float, default=0.5, help="our engine's stop_factor (1: the classic rule)")
-    parser.add_argument("--count-seeds", default="independent", choices=("independent", "always", "never"),
+    parser.add_argument("--count-seeds", default="independent", choices=COUNT_SEEDS_RULES,
                         help="our engine's count_seeds rule (always: Au and Beck; never: OpenTURNS)")
     parser.add_argument("--methods", default="openturns,uqpy", help="competitors to run (comma separated)")
     parser.add_argument("--problems", default="all", help="comma-separated indices into BENCHMARK_SUITE, or 'all'")

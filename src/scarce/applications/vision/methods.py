@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from scarce.applications.vision.problem import VisionModel, perturbation_problem
-from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
+from scarce.errors import ScarceError, ScarceWarning, check_in_interval, unknown_name_error
 from scarce.results import EstimateResult
 from scarce.seeding import SeedLike
 
@@ -64,7 +64,6 @@ class MethodSettings:
     amls_steps: int = 250
 
     def __post_init__(self) -> None:
-        from scarce.errors import check_in_interval
         from scarce.estimators.subset import check_count_seeds
 
         # checked here so a bad preset fails when it is built, not when its first task runs
