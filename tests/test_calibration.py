@@ -17,6 +17,7 @@ from scarce.calibration import (
     SurrogateCalibration,
     precision_recall,
 )
+from scarce.errors import ScarceError
 from scarce.rulers import make_ruler
 
 
@@ -244,7 +245,7 @@ def test_apply_and_interval_validate_their_arguments(fitted_calibration):
     cal = fitted_calibration
     with pytest.raises(NotFittedError):
         SurrogateCalibration(threshold=0.5).factor_interval()
-    with pytest.raises(TypeError, match="estimate must be a probability"):
+    with pytest.raises(ScarceError, match="estimate must be a probability"):
         cal.apply("1e-4")
     with pytest.raises(ValueError, match=r"must lie in \[0, 1\]"):
         cal.apply(1.5)

@@ -262,7 +262,7 @@ def test_saturated_score_stalls_and_is_flagged_not_jumped():
 
     problem = RareEventProblem(2, evaluate)
     with pytest.warns(StalledLevelWarning):
-        result = SubsetSimulation(n_samples=500, max_stalls=2).estimate(problem, seed=0)
+        result = SubsetSimulation(n_samples=500).estimate(problem, seed=0)
     assert result.status == "stalled" and not result.reached_failure
     assert any(lv.stalled for lv in result.levels)
     assert "stalled level" in result.flags

@@ -28,18 +28,26 @@ def test_ties_at_the_quantile_are_counted():
 
 def test_tie_block_at_previous_threshold_moves_to_next_distinct_value():
     scores = np.array([1.0] * 95 + [3.0] * 3 + [4.0] * 2)
-    choice = next_threshold(scores, 0.1, previous=1.0)
+    choice = next_threshold(scores, 0.1)
     assert choice.threshold == 3.0
     assert choice.n_above == 5
     assert not choice.stalled
 
 
-def test_population_tied_at_previous_threshold_stalls_without_jumping():
+def test_plateau_without_failures_ends_in_the_failure_event_with_none_counted():
+    # every sample shares one score: the level cannot rise and is never retried until a failure
+    # shows up; its failure fraction, 0 / N, is the last factor
     scores = np.full(20, 2.5)
-    choice = next_threshold(scores, 0.1, previous=2.5)
-    assert choice.stalled
-    assert choice.threshold == 2.5
-    assert not choice.is_failure_level
+    choice = next_threshold(scores, 0.1)
+    assert choice.stalled and choice.is_failure_level
+    assert choice.n_above == 0 and choice.probability == 0.0
+
+
+def test_tie_at_the_bottom_is_never_a_level_of_its_own():
+    # the 10th largest is the smallest score: a level there would keep all 100 samples
+    scores = np.array([0.0] * 95 + [0.5] * 4 + [np.inf])
+    choice = next_threshold(scores, 0.1)
+    assert choice.threshold == 0.5 and choice.n_above == 5 and not choice.stalled
 
 
 def test_failures_make_the_failure_level():
@@ -59,7 +67,7 @@ def test_few_failures_below_target_give_a_finite_threshold():
 def test_only_failures_above_a_stuck_level_jump_to_the_failure_event_by_count():
     # every non-failed sample sits at the previous threshold: the next level is the failure set
     scores = np.array([1.0] * 97 + [np.inf] * 3)
-    choice = next_threshold(scores, 0.1, previous=1.0)
+    choice = next_threshold(scores, 0.1)
     assert choice.is_failure_level and choice.n_above == 3 and choice.probability == 0.03
 
 

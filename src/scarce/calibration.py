@@ -109,7 +109,8 @@ class CalibratedEstimate:
     Attributes
     ----------
     probability : float
-        Calibrated estimate.
+        Calibrated estimate, capped at 1 (with a :class:`CalibrationWarning`); the intervals are
+        capped at 1 too.
     surrogate_probability : float
         The cascade's ``P_hat(A_tau)``.
     factor : float
@@ -330,9 +331,9 @@ class SurrogateCalibration(BaseEstimator):
         elif hasattr(estimate, "probability"):
             p, obj = float(estimate.probability), estimate
         else:
-            raise TypeError("estimate must be a probability (float) or an object with a "
-                            f"'probability' attribute (e.g. EstimateResult); got "
-                            f"{type(estimate).__name__}")
+            raise ScarceError("estimate must be a probability (float) or an object with a "
+                              f"'probability' attribute (e.g. EstimateResult); got "
+                              f"{type(estimate).__name__}")
         if not 0.0 <= p <= 1.0:
             raise ScarceError(f"estimate probability must lie in [0, 1]; got {p!r}")
         fields: dict[str, Any] = {}
@@ -341,8 +342,8 @@ class SurrogateCalibration(BaseEstimator):
             half = 1.0 - (1.0 - level) / 2.0
             b_lo, b_hi = obj.ci(half)
             f_lo, f_hi = self.factor_interval(half)
-            fields.update(level=level, interval=(lo * c, hi * c),
-                          interval_with_calibration=(b_lo * f_lo, b_hi * f_hi),
+            fields.update(level=level, interval=(min(lo * c, 1.0), min(hi * c, 1.0)),
+                          interval_with_calibration=(min(b_lo * f_lo, 1.0), min(b_hi * f_hi, 1.0)),
                           factor_interval=(f_lo, f_hi))
         if delta is not None:
             delta = check_in_interval("delta", delta, 0.0, 1.0, high_open=True)
@@ -352,5 +353,10 @@ class SurrogateCalibration(BaseEstimator):
             envelope = obj.envelope(delta)
             fields.update(delta=delta, envelope_lower=float(envelope.lower) * c,
                           envelope=envelope.scaled(c) if hasattr(envelope, "scaled") else None)
-        return CalibratedEstimate(probability=p * c, surrogate_probability=p, factor=c,
+        if p * c > 1.0:
+            warn_user(f"the calibrated probability P_hat(A_tau) * C_tau = {p:.6g} * {c:.6g} = {p * c:.6g} "
+                      "exceeds 1 and is capped at 1: the surrogate event is rarer than the failures it "
+                      "stands for (precision far above recall), so tau sits too high for this estimate",
+                      CalibrationWarning)
+        return CalibratedEstimate(probability=min(p * c, 1.0), surrogate_probability=p, factor=c,
                                   threshold=float(self.threshold), **fields)

@@ -41,6 +41,10 @@ class LowAcceptanceWarning(ScarceWarning):
     """MCMC acceptance so low that the chains barely move."""
 
 
+class ThinEvidenceWarning(ScarceWarning):
+    """A run's failures descend from one or two first-level samples: its error cannot be measured."""
+
+
 def check_positive_int(name: str, value: object, minimum: int = 1) -> int:
     """Return ``value`` as an int, or raise naming ``name`` if it is not an int >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):

@@ -8,11 +8,22 @@ intermediate event contains the failure set and the last level, the threshold
 The rule is tie-aware (decision 2).  With ``m = round(p0 * N)`` the candidate
 threshold is the ``m``-th largest score; the level probability is the counted
 fraction ``#(score >= threshold) / N``, which exceeds ``p0`` when scores tie at
-the threshold.  When the candidate does not rise above the previous threshold
-(a block of ties at the bottom of the level), the next distinct score above it
-is used instead; when there is none the level has *stalled*: nothing in the
-population lies above the previous threshold.  A stalled level is reported to
-the caller, never skipped by jumping to the failure threshold.
+the threshold.  A threshold equal to the smallest score keeps every sample, so
+it would pay a whole level of model calls to learn nothing: when the candidate
+is the smallest score (a block of ties at the bottom, which includes every
+candidate at or below the previous threshold), the next distinct score above it
+is used instead.  When there is none, every sample shares one finite score: the
+level is a *plateau*, the score can no longer tell samples apart, and the level
+has *stalled*.  Its failure fraction is ``0 / N`` (failures would be ``+inf``,
+above the plateau), so the next level is the failure event with no failure
+counted: the run ends there.  It is never resampled until a failure appears
+(that retry is a selection bias) nor jumped to the failure threshold with an
+assumed probability.
+
+A plateau that does hold failures is the same rule: the next distinct score above
+the tie is ``+inf``, so the failure event becomes the next level and its counted
+fraction ``K / N`` is the last factor; the score has stopped helping and the
+failure set is reached by plain Monte Carlo inside the plateau.
 
 The last level.  In the classic rule the failure event becomes the next level
 once ``m`` samples have failed (the ``m``-th largest score is ``+inf``).  With
@@ -45,7 +56,9 @@ class ThresholdChoice:
     probability : float
         The counted level probability ``n_above / N``.
     stalled : bool
-        True when no score lies above the previous threshold: the level cannot rise.
+        True when the samples that did not fail all share one score (a plateau): the threshold
+        cannot rise, so the next level is the failure event, with the failures the population
+        holds (``n_above``, possibly 0).
     """
 
     threshold: float
@@ -90,19 +103,17 @@ def failures_to_stop(n_samples: int, level_probability: float, stop_factor: floa
 
 
 def next_threshold(
-    scores: np.ndarray, level_probability: float, previous: float = -math.inf, min_failures: int | None = None
+    scores: np.ndarray, level_probability: float, min_failures: int | None = None
 ) -> ThresholdChoice:
     """Choose the next threshold from a population's effective scores.
 
     Parameters
     ----------
     scores : ndarray, shape (N,)
-        Effective scores of the current population (``+inf`` for failures); all
-        are ``>= previous``.
+        Effective scores of the current population (``+inf`` for failures), all at or above
+        the threshold of the level the population lives in.
     level_probability : float
         Target conditional probability ``p0`` in (0, 0.5].
-    previous : float
-        Threshold of the level the population lives in (``-inf`` at level 0).
     min_failures : int, optional
         Take the failure event as the next level once at least this many scores are
         ``+inf``; ``None`` is the classic rule (``m = round(p0 * N)`` failures).
@@ -127,10 +138,16 @@ def next_threshold(
     >>> next_threshold(scores, 0.2).threshold, next_threshold(scores, 0.2, min_failures=1).threshold
     (0.9, inf)
 
-    A population tied at the previous threshold cannot rise:
+    A population tied at one score cannot rise: the next level is the failure event, with the
+    failures the population holds (none here):
 
-    >>> next_threshold(np.array([1.0, 1.0, 1.0, 1.0]), 0.5, previous=1.0).stalled
-    True
+    >>> next_threshold(np.array([1.0, 1.0, 1.0, 1.0]), 0.5)
+    ThresholdChoice(threshold=inf, n_above=0, probability=0.0, stalled=True)
+
+    A tie at the bottom is never a level of its own: the threshold rises past it.
+
+    >>> next_threshold(np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, np.inf]), 0.3)
+    ThresholdChoice(threshold=0.5, n_above=2, probability=0.2, stalled=False)
     """
     n = scores.shape[0]
     m = n_seeds_target(n, level_probability)
@@ -142,12 +159,12 @@ def next_threshold(
     # m-th largest score, by partition (O(N)) rather than a full sort.
     candidate = float(np.partition(scores, n - m)[n - m])
     stalled = False
-    if not candidate > previous:
-        above = scores[scores > previous]
-        if above.size == 0:
-            stalled = True
-            candidate = previous
-        else:
-            candidate = float(above.min())
+    lowest = float(scores.min())
+    if not candidate > lowest:  # a threshold at the smallest score keeps all N samples
+        above = scores[scores > lowest]
+        if above.size == 0:  # every sample shares one finite score: nothing can rise
+            return ThresholdChoice(threshold=math.inf, n_above=0, probability=0.0, stalled=True)
+        candidate = float(above.min())
+        stalled = math.isinf(candidate)  # only failures lie above the tie: a plateau that holds some
     n_above = int(np.count_nonzero(scores >= candidate))
     return ThresholdChoice(threshold=candidate, n_above=n_above, probability=n_above / n, stalled=stalled)

@@ -125,8 +125,23 @@ class EstimateResult:
         return tuple(level.cumulative_probability for level in self.levels[1:])
 
     @property
+    def thin_evidence(self) -> bool:
+        """True when a Markov-chain run's failures descend from at most two chains.
+
+        The chains are counted at the first level whose population held a failure.
+
+        A score that does not lead to the failure (misleading, or weak away from the training
+        data) still reaches it now and then: one chain stumbles into the failure set by chance
+        and its copies fill the last levels.  The estimate then rests on one lineage and its
+        error cannot be measured from the run; :meth:`ci` falls back on what the independent
+        first-level draws support.
+        """
+        lineages = self.info.get("failure_lineages")
+        return bool(self.reached_failure and lineages is not None and len(self.levels) > 2 and 0 < lineages <= 2)
+
+    @property
     def flags(self) -> tuple[str, ...]:
-        """Warnings worth showing next to the number: stalls, budget, unreached failure."""
+        """Warnings worth showing next to the number: stalls, budget, unreached failure, thin evidence."""
         out = []
         if not self.reached_failure:
             out.append("failure event not reached")
@@ -136,25 +151,42 @@ class EstimateResult:
             out.append("query budget exhausted")
         if self.status == "max_levels":
             out.append("max_levels reached")
+        if self.thin_evidence:
+            out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} chain(s)")
         return tuple(out)
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Two-sided confidence interval for the failure probability.
+        """Two-sided confidence interval for the failure probability, within [0, 1].
 
-        Monte Carlo: exact Clopper-Pearson.  Subset Simulation: log-normal with the
-        estimated CoV; with no failure in the last population, ``(0, u)`` where ``u``
-        is the last level's probability times the Clopper-Pearson upper bound of 0
-        failures in ``N``.
+        * Monte Carlo, and a Subset Simulation run whose failure level came straight from its
+          first level (independent draws): exact Clopper-Pearson, which stays honest at an
+          estimate of 0 or 1.
+        * A run that did not reach the failure event (stalled, budget, ``max_levels``): the
+          Clopper-Pearson interval of the first level's failures among its ``N`` independent
+          draws.  The failure set lies inside every level, so the last level's probability
+          bounds ``P_f`` too, but its estimate is only as good as the chains' exploration: a
+          score that leads away from the failure drives it far below ``P_f``.
+        * A run with :attr:`thin_evidence`: ``[0, u]`` with ``u`` the larger of the log-normal
+          upper bound and the first level's Clopper-Pearson upper bound.
+        * Otherwise: log-normal with the estimated CoV, its upper end capped at 1.
         """
         from scarce.errors import check_in_interval
 
         level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
         if self.interval == "clopper-pearson":
             return clopper_pearson(self.n_failed, self.n_samples, level)
-        if self.n_failed == 0 or self.probability <= 0.0:
-            base = self.levels[-1].cumulative_probability if self.levels else 1.0
-            return (0.0, base * clopper_pearson(0, self.n_samples, level)[1])
-        return lognormal_interval(self.probability, self.cov, level)
+        first = self.levels[0] if self.levels else None
+        if first is None:
+            return (0.0, 1.0) if not self.reached_failure else lognormal_interval(self.probability, self.cov, level)
+        if not self.reached_failure:
+            return clopper_pearson(first.n_failed, self.n_samples, level)
+        if len(self.levels) == 2 and self.levels[1].n_queries == 0:  # failure level read off level 0
+            return clopper_pearson(self.n_failed, self.n_samples, level)
+        lo, hi = lognormal_interval(self.probability, self.cov, level)
+        if self.thin_evidence:
+            upper = clopper_pearson(first.n_failed, self.n_samples, level)[1]
+            return (0.0, min(1.0, max(hi, upper) if math.isfinite(hi) else upper))
+        return (lo, min(hi, 1.0))
 
     def envelope(self, delta: float = 0.05) -> Envelope:
         """Ville's anytime-valid envelope: with probability >= 1 - delta, ``P_hat_l <= P_l / delta`` at every level.

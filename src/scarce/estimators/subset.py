@@ -6,9 +6,11 @@ r"""Subset Simulation with the exact terminal event and tie-aware levels.
 Decisions (DESIGN.md section 2): a sample that truly failed gets the effective
 score ``+inf``, so it always survives and the last level is the failure event
 itself; the level probability is the counted fraction (ties included); a level
-that cannot rise is resampled at the same threshold and flagged, at most
-``max_stalls`` times in a row, never jumped to the failure threshold; all chains
-advance together with one batched model call per MCMC step.
+whose samples all share one score (a plateau) cannot rise, so the failure event is
+its next level and the run ends there with the failures it holds, flagged
+``status="stalled"`` when there are none (never resampled until a failure appears:
+that retry selects the runs that found one and biases the estimate upward); all
+chains advance together with one batched model call per MCMC step.
 
 Level 0 is a Latin hypercube in the latent space (``first_level="lhs"``): each
 point is exactly N(0, I), so nothing downstream changes, but the first
@@ -78,13 +80,14 @@ from scarce.errors import (
     LowAcceptanceWarning,
     ScarceError,
     StalledLevelWarning,
+    ThinEvidenceWarning,
     check_in_interval,
     check_positive_int,
     unknown_name_error,
 )
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
-from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, n_seeds_target, next_threshold
+from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, next_threshold
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
@@ -141,9 +144,6 @@ class SubsetSimulation:
     max_queries : int, optional
         Query budget; a level that would exceed it is not started and the partial
         result is returned, flagged ``status="budget"``.
-    max_stalls : int
-        Consecutive resamplings of a level that cannot rise before the run stops
-        with ``status="stalled"``.
     first_level : {"lhs", "mc"}
         How the ``N`` samples of level 0 are drawn: a Latin hypercube in the latent
         space (default; every sample is still exactly N(0, I); for nearly additive
@@ -192,7 +192,6 @@ class SubsetSimulation:
         kernel: Kernel | None = None,
         max_levels: int = 50,
         max_queries: int | None = None,
-        max_stalls: int = 2,
         first_level: str = "lhs",
         cov_depth: int = 1,
         dtype: str = "float64",
@@ -204,7 +203,6 @@ class SubsetSimulation:
         self.kernel = kernel
         self.max_levels = max_levels
         self.max_queries = max_queries
-        self.max_stalls = max_stalls
         self.first_level = first_level
         self.cov_depth = cov_depth
         self.dtype = dtype
@@ -214,7 +212,6 @@ class SubsetSimulation:
     def _validate(self) -> Kernel:
         check_level_sizes(self.n_samples, self.level_probability)
         check_positive_int("max_levels", self.max_levels)
-        check_positive_int("max_stalls", self.max_stalls, minimum=0)
         if self.first_level not in _FIRST_LEVELS:
             raise ScarceError(f"first_level must be one of {_FIRST_LEVELS}, got {self.first_level!r}")
         check_positive_int("cov_depth", self.cov_depth, minimum=0)
@@ -259,7 +256,7 @@ class SubsetSimulation:
             raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
         run = _Run(self, kernel, problem, as_generator(seed), callback)
         result = run.execute()
-        return EstimateResult(
+        out = EstimateResult(
             **result,
             method=self.method,
             n_samples=self.n_samples,
@@ -276,8 +273,19 @@ class SubsetSimulation:
                 "stop_factor": self.stop_factor,
                 "count_seeds": self.count_seeds,
                 "cov_au_beck": run.cov_au_beck,
+                "failure_lineages": run.failure_lineages,
             },
         )
+        if out.thin_evidence:
+            warnings.warn(
+                f"the failures of the last level descend from {run.failure_lineages} chain(s) of the first level "
+                "that held one: the estimate rests on one or two lucky draws, not on a score that led the chains "
+                "to the failure, and its error cannot be measured from this run; its interval falls back on the "
+                "first level's independent draws",
+                ThinEvidenceWarning,
+                stacklevel=2,
+            )
+        return out
 
 
 @dataclass
@@ -287,7 +295,6 @@ class _Level:
     threshold: float
     population: Population
     stats: ChainStats | None
-    stalled: bool = False
 
 
 class _Run:
@@ -322,97 +329,109 @@ class _Run:
         self.n_queries += u.shape[0]
         return np.where(failed, np.inf, score)
 
-    def execute(self) -> dict:
-        start = time.perf_counter()
-        cfg, n = self.config, self.n
-        dtype = check_dtype(cfg.dtype)
-        if cfg.first_level == "lhs":
+    def _first_level(self) -> _Level:
+        """Level 0: ``N`` independent (or Latin-hypercube) draws, evaluated in one call."""
+        n, dtype = self.n, check_dtype(self.config.dtype)
+        if self.config.first_level == "lhs":
             u0 = latin_hypercube_normal(n, self.problem.dim, self.rng).astype(dtype, copy=False)
         else:
             u0 = standard_normal(self.rng, (n, self.problem.dim), dtype)
         s0 = self.evaluate(u0, 0)
         level = _Level(threshold=-math.inf, population=Population.from_independent(u0, s0), stats=ChainStats(math.nan, math.nan, n))
-        # Level 0 entry: the Monte Carlo population.
-        self.diagnostics.append(
-            LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, n, level.population.n_failed())
-        )
+        # ancestor of each chain at the first level whose population held a failure (the reference)
+        self.origin, self.origin_fixed = np.arange(n), level.population.n_failed() > 0
+        self.diagnostics.append(LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, n, level.population.n_failed()))
         if self.callback is not None:
             self.callback(self.diagnostics[-1])
+        return level
+
+    def _stop_reason(self, cost: int) -> str | None:
+        """Why the next level must not start (``max_levels`` or the query budget), with a warning."""
+        cfg = self.config
+        if self.level_index + 1 >= cfg.max_levels:
+            warnings.warn(f"max_levels={cfg.max_levels} reached before the failure event", BudgetExhaustedWarning, stacklevel=5)
+            return "max_levels"
+        if cfg.max_queries is not None and self.n_queries + cost > cfg.max_queries:
+            warnings.warn(
+                f"max_queries={cfg.max_queries} would be exceeded by level {self.level_index + 1} "
+                f"({self.n_queries} used, {cost} needed); returning a partial result",
+                BudgetExhaustedWarning,
+                stacklevel=5,
+            )
+            return "budget"
+        return None
+
+    def execute(self) -> dict:
+        start = time.perf_counter()
+        cfg, n = self.config, self.n
+        level = self._first_level()
         min_failures = failures_to_stop(n, cfg.level_probability, cfg.stop_factor)
-        cumulative, scale, stalls = 1.0, self.kernel.initial_scale, 0
-        status = "converged"
+        cumulative, scale, status = 1.0, self.kernel.initial_scale, "converged"
         while True:
-            scores = level.population.flat_scores()
-            choice = next_threshold(scores, cfg.level_probability, level.threshold, min_failures)
-            gamma = chain_correlation_factor(level.population.score >= choice.threshold, level.population.mask)
+            choice = next_threshold(level.population.flat_scores(), cfg.level_probability, min_failures)
             indicator = level.population.score >= choice.threshold
+            gamma = chain_correlation_factor(indicator, level.population.mask)
             if choice.is_failure_level:
-                self._add_level(choice, level, cumulative * choice.probability, gamma, n_queries=0, final=True)
-                self._record_lineage(level.population, indicator, choice.probability)
                 cumulative *= choice.probability
-                break
-            if choice.stalled:
-                stalls += 1
-                if stalls > cfg.max_stalls:
+                self._add_level(choice, level, cumulative, gamma, final=True)
+                if choice.stalled and choice.n_above == 0:
                     status = "stalled"
                     warnings.warn(
-                        f"Subset Simulation stalled at level {self.level_index}: no sample above threshold "
-                        f"{level.threshold:.6g} after {cfg.max_stalls} resamplings; returning a partial result "
-                        "(reached_failure=False)",
+                        f"Subset Simulation stalled at level {self.level_index - 1}: every sample shares the score "
+                        f"{level.population.flat_scores()[0]:.6g}, so no level can rise, and none of its {n} samples "
+                        "failed; the estimate is 0 and the interval rests on the first level's independent draws",
                         StalledLevelWarning,
                         stacklevel=4,
                     )
-                    break
-                warnings.warn(
-                    f"level {self.level_index + 1} cannot rise above threshold {level.threshold:.6g} (ties); "
-                    "resampling at the same threshold",
-                    StalledLevelWarning,
-                    stacklevel=4,
-                )
-            else:
-                stalls = 0
-            if self.level_index + 1 >= cfg.max_levels:
-                status = "max_levels"
-                warnings.warn(f"max_levels={cfg.max_levels} reached before the failure event", BudgetExhaustedWarning, stacklevel=4)
+                else:
+                    self._record_lineage(level.population, indicator, choice.probability)
                 break
-            n_seeds = choice.n_above if not choice.stalled else n_seeds_target(n, cfg.level_probability)
-            cost = n - n_seeds if self._counts_seeds(level.population) else n
-            if cfg.max_queries is not None and self.n_queries + cost > cfg.max_queries:
-                status = "budget"
-                warnings.warn(
-                    f"max_queries={cfg.max_queries} would be exceeded by level {self.level_index + 1} "
-                    f"({self.n_queries} used, {cost} needed); returning a partial result",
-                    BudgetExhaustedWarning,
-                    stacklevel=4,
-                )
+            cost = n - choice.n_above if self._counts_seeds(level.population) else n
+            reason = self._stop_reason(cost)
+            if reason is not None:
+                status = reason
                 break
-            if choice.stalled:
-                self._record_lineage(level.population, np.zeros_like(indicator), 1.0)
-            else:
-                self._record_lineage(level.population, indicator, choice.probability)
+            self._record_lineage(level.population, indicator, choice.probability)
             level, scale = self._next_level(level, choice, scale)
-            cumulative *= 1.0 if choice.stalled else choice.probability
+            cumulative *= choice.probability
             self._add_level(choice, level, cumulative, gamma)
-        last = level.population
-        n_failed = last.n_failed() if status != "converged" else self.diagnostics[-1].n_failed
-        probability = cumulative * (n_failed / n if status != "converged" else 1.0)
-        if status != "converged":
+        return self._finish(level, cumulative, status, start)
+
+    def _finish(self, level: _Level, cumulative: float, status: str, start: float) -> dict:
+        """The estimate, its CoV and the evidence behind it, from the last population."""
+        cfg, n, last = self.config, self.n, level.population
+        converged = status == "converged"
+        n_failed = self.diagnostics[-1].n_failed if converged else last.n_failed()
+        probability = cumulative * (1.0 if converged or status == "stalled" else n_failed / n)
+        if not converged and status != "stalled":
             self.level_covs.append(level_cov(n_failed / n, n, chain_correlation_factor(np.isposinf(last.score), last.mask)))
             self._record_lineage(last, np.isposinf(last.score), max(n_failed, 1) / n)
         self.cov_au_beck = combine_cov(self.level_covs) if probability > 0 else math.inf
         cov = self.cov_au_beck
         if probability > 0 and cfg.cov_depth > 0:
             cov = math.sqrt(max(lineage_variance(self.lineage, n, cfg.cov_depth), 0.0))
+        self.failure_lineages = self._failure_lineages(last) if n_failed else 0
         return {
             "probability": probability,
             "cov": cov,
             "n_queries": self.n_queries,
             "n_failed": n_failed,
-            "reached_failure": status == "converged",
+            "reached_failure": converged,
             "status": status,
             "levels": tuple(self.diagnostics),
             "wall_time": time.perf_counter() - start,
         }
+
+    def _failure_lineages(self, population: Population) -> int:
+        """Distinct chains of the first level that held a failure that the last failures descend from.
+
+        Where the score leads to the failure, failures appear in many chains near the failure
+        boundary.  Where it does not, one chain stumbles into the failure set and its copies fill
+        the last levels: one lineage.  Counting from the first level with a failure, not from
+        level 0, keeps the ordinary coalescence of a deep run's genealogy out of the count.
+        """
+        failed_chain = np.nonzero(np.isposinf(np.where(population.mask, population.score, 0.0)))[0]
+        return int(np.unique(self.origin[failed_chain]).size)
 
     def _counts_seeds(self, population: Population) -> bool:
         """Whether seeds taken from ``population`` count among the next level's samples."""
@@ -421,18 +440,16 @@ class _Run:
 
     def _next_level(self, level: _Level, choice: ThresholdChoice, scale: float) -> tuple[_Level, float]:
         flat_s = level.population.flat_scores()
-        if choice.stalled:
-            # Resample at the same threshold: seeds drawn from the level's own population.
-            pick = self.rng.choice(flat_s.size, size=n_seeds_target(self.n, self.config.level_probability), replace=False)
-            threshold = level.threshold
-        else:
-            pick = np.flatnonzero(flat_s >= choice.threshold)
-            threshold = choice.threshold
+        pick = np.flatnonzero(flat_s >= choice.threshold)
         self.level_index += 1
         population, stats = run_chains(
-            self.kernel, level.population.take_u(pick), flat_s[pick], threshold, self.n, scale, self.evaluate, self.rng,
-            seeds_parent=level.population.chain_of_flat()[pick], count_seeds=self._counts_seeds(level.population),
+            self.kernel, level.population.take_u(pick), flat_s[pick], choice.threshold, self.n, scale, self.evaluate,
+            self.rng, seeds_parent=level.population.chain_of_flat()[pick], count_seeds=self._counts_seeds(level.population),
         )
+        if self.origin_fixed:
+            self.origin = self.origin[population.parent]
+        else:
+            self.origin, self.origin_fixed = np.arange(population.parent.size), population.n_failed() > 0
         if stats.acceptance_rate < 0.05:
             warnings.warn(
                 f"MCMC acceptance {stats.acceptance_rate:.3f} at level {self.level_index}: chains barely move; "
@@ -440,12 +457,12 @@ class _Run:
                 LowAcceptanceWarning,
                 stacklevel=5,
             )
-        return _Level(threshold, population, stats, stalled=choice.stalled), stats.scale
+        return _Level(choice.threshold, population, stats), stats.scale
 
     def _add_level(
         self, choice: ThresholdChoice, level: _Level, cumulative: float, gamma: float, n_queries: int | None = None, final: bool = False
     ) -> None:
-        probability = 1.0 if choice.stalled else choice.probability
+        probability = choice.probability
         delta = level_cov(probability, self.n, gamma)
         self.level_covs.append(delta)
         if final:

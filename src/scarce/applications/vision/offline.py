@@ -98,7 +98,7 @@ def harvest(
     rng = as_generator(seed)
     flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
     features, failed, origin, per_seed = [], [], [], []
-    estimator = SubsetSimulation(n_samples=n_samples, max_queries=max_queries, max_stalls=1)
+    estimator = SubsetSimulation(n_samples=n_samples, max_queries=max_queries)
     for i, (image, label) in enumerate(zip(flat, labels)):
         recorder = _Recorder()
         problem = perturbation_problem(model, image, int(label), noise, score="margin", record=recorder)

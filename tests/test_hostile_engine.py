@@ -1,0 +1,161 @@
+"""Known-answer scenarios a hostile score makes: ties, plateaus, steps, a misleading score.
+
+Each test runs seeded repetitions and judges them by their own spread: the mean must lie
+within 3 standard errors of the truth, or every run that cannot vouch for its estimate must say
+so (a flag) with an interval that still holds the truth.  The scenarios are small (d = 2,
+N = 500) so the whole file runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from scarce import RareEventProblem, SubsetSimulation
+from scarce.envelope import clopper_pearson
+from scarce.errors import StalledLevelWarning, ThinEvidenceWarning
+
+N = 500
+
+
+def problem(score, failed, dim=2):
+    return RareEventProblem(dim, lambda u: (score(u), failed(u)))
+
+
+def runs(make, reps, n=N, **kwargs):
+    """``reps`` seeded runs; ``make(seed)`` builds the problem (so a random oracle can be seeded)."""
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for seed in range(reps):
+            out.append(SubsetSimulation(n_samples=n, **kwargs).estimate(make(seed), seed=seed))
+    return out
+
+
+def z_score(results, truth):
+    est = np.array([r.probability for r in results])
+    se = est.std(ddof=1) / math.sqrt(est.size)
+    assert se > 0, "a degenerate spread would make any tolerance vacuous"
+    return (est.mean() - truth) / se
+
+
+def coverage(results, truth, level=0.95):
+    return float(np.mean([lo <= truth <= hi for lo, hi in (r.ci(level) for r in results)]))
+
+
+def constant_score(seed):
+    oracle = np.random.default_rng([seed, 7])  # failure independent of the input, P = 1e-3
+    return RareEventProblem(2, lambda u: (np.zeros(len(u)), oracle.random(len(u)) < 1e-3))
+
+
+def test_constant_score_with_random_oracle_is_unbiased_and_never_retried():
+    results = runs(constant_score, 400)
+    assert abs(z_score(results, 1e-3)) < 3
+    # a plateau is Monte Carlo: one level of N queries, never resampled until a failure shows up
+    assert {r.n_queries for r in results} == {N}
+    stalled = [r for r in results if r.status == "stalled"]
+    assert stalled and all(r.probability == 0 and not r.reached_failure for r in stalled)
+    assert all("stalled level" in r.flags for r in results)
+    assert coverage(results, 1e-3) >= 0.93
+
+
+def test_sign_score_plateau_is_unbiased_and_flagged():
+    truth = norm.sf(3.5)
+    results = runs(lambda s: problem(lambda u: np.sign(u[:, 0]), lambda u: u[:, 0] >= 3.5), 400)
+    assert abs(z_score(results, truth)) < 3
+    assert all(r.flags for r in results)
+    assert coverage(results, truth) >= 0.93
+
+
+def test_saturating_score_plateau_is_unbiased_and_covered():
+    truth = norm.sf(4.0)
+    results = runs(lambda s: problem(lambda u: np.minimum(u[:, 0], 2.0), lambda u: u[:, 0] >= 4.0), 400)
+    assert abs(z_score(results, truth)) < 3
+    assert all(r.flags for r in results)
+    assert coverage(results, truth) >= 0.93
+
+
+@pytest.mark.parametrize("name, score", [
+    ("steps", lambda u: np.floor(2 * u[:, 0]) / 2),
+    ("jumps", lambda u: u[:, 0] + (u[:, 0] > 2.0)),
+])
+def test_steps_and_jumps_are_unbiased_with_honest_intervals(name, score):
+    truth = norm.sf(3.5)
+    results = runs(lambda s: problem(score, lambda u: u[:, 0] >= 3.5), 300, n=2000)
+    assert all(r.reached_failure and not r.flags for r in results)
+    assert abs(z_score(results, truth)) < 3
+    assert 0.93 <= coverage(results, truth) <= 0.99
+
+
+@pytest.mark.slow
+def test_misleading_score_is_flagged_and_its_intervals_hold_the_truth():
+    """Score u2, failure u1 >= 3.5: the chains climb away from the failure set."""
+    truth = norm.sf(3.5)
+    results = runs(lambda s: problem(lambda u: u[:, 1], lambda u: u[:, 0] >= 3.5), 150)
+    reached = [r for r in results if r.reached_failure]
+    assert reached, "some runs stumble into the failure set: the case this test is about"
+    thin = [r for r in reached if r.thin_evidence]
+    assert len(thin) >= 0.85 * len(reached)
+    assert all(r.info["failure_lineages"] <= 2 for r in thin)
+    assert np.mean([bool(r.flags) for r in results]) >= 0.95
+    assert coverage(results, truth) >= 0.93
+
+
+def test_thin_evidence_warns():
+    with pytest.warns(ThinEvidenceWarning, match="descend from 1 chain"):
+        for seed in range(40):
+            p = problem(lambda u: u[:, 1], lambda u: u[:, 0] >= 3.5)
+            r = SubsetSimulation(n_samples=N, max_levels=12).estimate(p, seed=seed)
+            if r.thin_evidence and r.info["failure_lineages"] == 1:
+                break
+    assert r.thin_evidence and "thin evidence" in " ".join(r.flags)
+    lo, hi = r.ci()
+    assert lo == 0.0 and hi >= clopper_pearson(r.levels[0].n_failed, N)[1]
+
+
+def test_probability_near_one_never_gets_a_zero_width_interval():
+    truth = norm.sf(-3.0)
+    results = runs(lambda s: problem(lambda u: u[:, 0], lambda u: u[:, 0] >= -3.0), 400)
+    widths = [hi - lo for lo, hi in (r.ci() for r in results)]
+    assert min(widths) > 0
+    assert all(hi <= 1.0 for _, hi in (r.ci() for r in results))
+    assert coverage(results, truth) >= 0.93
+    assert abs(z_score(results, truth)) < 3
+
+
+def test_no_failure_region_gives_zero_with_the_first_level_bound():
+    results = runs(lambda s: problem(lambda u: u[:, 0], lambda u: np.zeros(len(u), dtype=bool)), 10, max_levels=8)
+    for r in results:
+        assert r.probability == 0.0 and not r.reached_failure and "failure event not reached" in r.flags
+        assert r.ci() == clopper_pearson(0, N)
+
+
+def test_unreached_run_interval_rests_on_the_first_level_not_on_the_last_level_estimate():
+    """A run stopped by its budget reports the Monte Carlo interval of its independent first level."""
+    p = problem(lambda u: u[:, 0], lambda u: u[:, 0] >= 5.0)
+    with pytest.warns(Warning):
+        r = SubsetSimulation(n_samples=N, max_queries=2 * N).estimate(p, seed=3)
+    assert r.status == "budget" and not r.reached_failure
+    assert r.ci() == clopper_pearson(r.levels[0].n_failed, N)
+    assert r.ci()[1] > norm.sf(5.0)
+
+
+def test_stalled_run_warns_and_reports_no_invented_failure():
+    p = problem(lambda u: np.minimum(u[:, 0], 1.0), lambda u: u[:, 1] > 4.5)
+    with pytest.warns(StalledLevelWarning, match="no level can rise"):
+        r = SubsetSimulation(n_samples=N).estimate(p, seed=0)
+    assert r.status == "stalled" and r.probability == 0.0 and r.cov == math.inf
+    assert r.levels[-1].stalled and r.levels[-1].threshold == math.inf and r.levels[-1].n_failed == 0
+
+
+def test_calibrated_probability_is_capped_at_one_with_a_warning():
+    from scarce.calibration import CalibrationWarning, SurrogateCalibration
+
+    calibration = SurrogateCalibration(threshold=1.1).fit([.1, .2, .3, .9, 1., 1.1], [0, 0, 0, 1, 1, 1])
+    with pytest.warns(CalibrationWarning, match="exceeds 1"):
+        out = calibration.apply(0.5)
+    assert out.probability == 1.0 and out.factor == pytest.approx(3.0)
