@@ -159,3 +159,37 @@ def test_calibrated_probability_is_capped_at_one_with_a_warning():
     with pytest.warns(CalibrationWarning, match="exceeds 1"):
         out = calibration.apply(0.5)
     assert out.probability == 1.0 and out.factor == pytest.approx(3.0)
+
+
+def test_calibration_random_state_is_named_in_its_error():
+    from scarce.calibration import SurrogateCalibration
+    from scarce.errors import ScarceError
+
+    calibration = SurrogateCalibration(threshold=0.5, random_state=-1).fit([.1, .9, .2, .8], [0, 1, 0, 1])
+    with pytest.raises(ScarceError, match="random_state"):
+        calibration.factor_interval()
+
+
+def test_a_level_beyond_the_memory_bound_is_refused_before_any_model_call():
+    from scarce.errors import ScarceError
+
+    calls = []
+
+    def evaluate(u):
+        calls.append(len(u))
+        return u[:, 0], u[:, 0] > 3
+
+    huge = RareEventProblem(10**6, evaluate)
+    with pytest.raises(ScarceError, match=r"n_samples=2000 .* allow_large=True"):
+        SubsetSimulation(n_samples=2000).estimate(huge, seed=0)
+    assert not calls
+    with pytest.raises(ScarceError, match="allow_large must be True or False"):
+        SubsetSimulation(allow_large="yes").estimate(problem(lambda u: u[:, 0], lambda u: u[:, 0] > 3), seed=0)
+
+
+@pytest.mark.parametrize("value", [np.int64(300), np.int16(300), np.uint32(300)])
+def test_numpy_integer_n_samples_is_kept_as_a_plain_int(value):
+    r = SubsetSimulation(n_samples=value, stop_factor=np.float16(0.5)).estimate(
+        problem(lambda u: u[:, 0], lambda u: u[:, 0] >= 2.0), seed=0)
+    assert type(r.n_samples) is int and type(r.info["stop_factor"]) is float
+    assert r.reached_failure and 0 < r.probability < 1

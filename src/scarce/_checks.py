@@ -7,6 +7,7 @@ the parameter, the value received and what is allowed. Nothing here uses ``asser
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 import sys
@@ -22,7 +23,10 @@ __all__ = [
     "check_labels",
     "check_percentile",
     "check_scores",
+    "as_real_array",
     "is_real",
+    "power_of_two_scale",
+    "tensor_to_numpy",
     "warn_user",
 ]
 
@@ -44,6 +48,51 @@ def _describe_nonfinite(a: NDArray[np.float64], finite: NDArray[np.bool_]) -> st
     return f"{len(bad)} non-finite value(s) (NaN or inf), the first {float(a[first])!r} at {where}"
 
 
+#: Torch floating dtypes numpy can hold; the others (bfloat16, float8) are widened to float32.
+_NUMPY_TORCH_FLOATS = ("torch.float16", "torch.float32", "torch.float64")
+
+
+def tensor_to_numpy(value: object) -> object:
+    """A torch-like tensor (anything with ``detach``) as numpy, detached and on the CPU.
+
+    Floating dtypes numpy cannot represent (bfloat16, the float8 types) are widened to float32
+    first; other values are returned unchanged. Errors of the conversion propagate.
+    """
+    if not hasattr(value, "detach"):
+        return value
+    value = value.detach().cpu()
+    if (hasattr(value, "is_floating_point") and value.is_floating_point()
+            and str(value.dtype) not in _NUMPY_TORCH_FLOATS):
+        value = value.float()
+    return value.numpy()
+
+
+def as_real_array(value: ArrayLike, name: str, expected: str) -> NDArray[np.float64]:
+    """``value`` as a float64 array, or a :class:`ScarceError` for anything not real numbers.
+
+    Strings, complex numbers, objects (Python ints beyond int64, ``None``) and ragged nested
+    lists are refused rather than converted: numpy would parse strings and silently drop
+    imaginary parts. Torch tensors of dtypes numpy cannot hold (bfloat16) are widened first.
+    """
+    try:
+        raw = np.asarray(tensor_to_numpy(value))
+    except Exception as exc:  # noqa: BLE001 - ragged lists, odd objects: all the caller's input
+        raise ScarceError(f"{name} must be {expected}; got a {type(value).__name__} numpy cannot "
+                          f"read as one ({type(exc).__name__}: {exc})") from None
+    if raw.dtype.kind == "O" and all(isinstance(v, (numbers.Real, np.number)) and not isinstance(v, bool)
+                                     for v in raw.ravel().tolist()):
+        try:
+            raw = raw.astype(np.float64)
+        except OverflowError:  # a Python int beyond float64: as non-finite as inf
+            raw = np.array([float(v) if abs(v) <= 1e308 else float("inf") if v > 0 else -float("inf")
+                            for v in raw.ravel().tolist()]).reshape(raw.shape)
+    if raw.dtype.kind not in "biuf":
+        raise ScarceError(f"{name} must be {expected} of real numbers; got dtype {raw.dtype} "
+                          f"(shape {raw.shape})")
+    with np.errstate(over="ignore"):
+        return raw.astype(np.float64, copy=False)
+
+
 def check_embeddings(
     Z: ArrayLike, *, name: str = "Z", n_features: int | None = None
 ) -> NDArray[np.float64]:
@@ -58,11 +107,7 @@ def check_embeddings(
     n_features : int, optional
         Required number of columns (the dimension seen at ``fit``).
     """
-    try:
-        a = np.asarray(Z, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ScarceError(f"{name} must be a numeric array of shape (n_samples, n_features); "
-                          f"got {type(Z).__name__} ({exc})") from None
+    a = as_real_array(Z, name, "a numeric array of shape (n_samples, n_features)")
     if a.ndim != 2:
         raise ScarceError(f"{name} must be a 2-D array of shape (n_samples, n_features); "
                           f"got shape {a.shape}")
@@ -95,7 +140,7 @@ def check_scores(
     min_size : int
         Smallest accepted length.
     """
-    a = np.asarray(s, dtype=np.float64)
+    a = as_real_array(s, name, "a 1-D array of scores")
     if a.ndim != 1:
         raise ScarceError(f"{name} must be a 1-D array of scores; got shape {a.shape}")
     if a.size < min_size:
@@ -122,15 +167,18 @@ def check_labels(y: ArrayLike, *, n_samples: int, name: str = "y", require_both:
     require_both : bool
         Raise unless both classes are present.
     """
-    a = np.asarray(y)
+    try:
+        a = np.asarray(y)
+    except Exception as exc:  # noqa: BLE001 - ragged lists and odd objects
+        raise ScarceError(f"{name} must be a 1-D array of {n_samples} labels 0/1; got a "
+                          f"{type(y).__name__} numpy cannot read ({type(exc).__name__})") from None
     if a.ndim != 1 or a.shape[0] != n_samples:
         raise ScarceError(f"{name} must be a 1-D array of {n_samples} labels (one per sample); "
                           f"got shape {a.shape}")
     if a.dtype != np.bool_:
-        if not (np.issubdtype(a.dtype, np.number) and np.isin(a, (0, 1)).all()):
-            values = np.unique(a)[:5]
+        if not (a.dtype.kind in "iuf" and np.isin(a, (0, 1)).all()):
             raise ScarceError(f"{name} must hold labels 1 (failure, 'bad') and 0 (normal, 'good'); "
-                              f"got values {values.tolist()}")
+                              f"got values {_first_values(a)} (dtype {a.dtype})")
         a = a.astype(bool)
     if require_both:
         n_bad = int(a.sum())
@@ -138,6 +186,42 @@ def check_labels(y: ArrayLike, *, n_samples: int, name: str = "y", require_both:
             raise ScarceError(f"{name} must contain both classes (1 = failure, 0 = normal); got "
                               f"{n_bad} failure and {a.size - n_bad} normal sample(s)")
     return a
+
+
+def _first_values(a: np.ndarray, limit: int = 5) -> str:
+    """A few distinct values of ``a`` for an error message (works for mixed object arrays)."""
+    try:
+        return str(np.unique(a)[:limit].tolist())
+    except TypeError:  # objects that do not compare (None next to str)
+        pass
+    seen: list[str] = []
+    for v in a.ravel()[:1000].tolist():
+        text = repr(v)[:40]
+        if text not in seen:
+            seen.append(text)
+        if len(seen) == limit:
+            break
+    return "[" + ", ".join(seen) + "]"
+
+
+#: Arrays whose largest magnitude lies in [2**-SAFE_EXPONENT, 2**SAFE_EXPONENT] are used as
+#: given; their fourth powers (LedoitWolf's shrinkage) stay in float64's normal range.
+SAFE_EXPONENT = 64
+
+
+def power_of_two_scale(*arrays: NDArray[np.float64]) -> float:
+    """1.0, or a power of two that brings the largest ``|value|`` of ``arrays`` into ``[1, 2)``.
+
+    Used by computations that square or sum their inputs (covariances, kernels, variances) so
+    that finite inputs near float64's limits neither overflow nor underflow: dividing by a power
+    of two is exact, and every quantity that is scale-invariant keeps its value. ``1.0`` when the
+    largest ``|value|`` is zero or inside ``[2**-SAFE_EXPONENT, 2**SAFE_EXPONENT]``, so ordinary
+    inputs are untouched.
+    """
+    top = max((float(np.abs(a).max()) for a in arrays if a.size), default=0.0)
+    if top == 0.0 or 2.0**-SAFE_EXPONENT <= top <= 2.0**SAFE_EXPONENT:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)  # top = m 2**e, m in [0.5, 1); 2**1024 overflows
 
 
 def is_real(value: object) -> bool:

@@ -291,7 +291,7 @@ class SurrogateCalibration(BaseEstimator):
         """
         check_is_fitted(self)
         level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
-        rng = as_generator(self.random_state)
+        rng = as_generator(self.random_state, name="random_state")
         factors = self._bootstrap_factors(check_positive_int("n_resamples", self.n_resamples), rng)
         keep = ~np.isnan(factors)
         if not keep.all():

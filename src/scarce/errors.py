@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 from collections.abc import Iterable
 
 import numpy as np
@@ -45,13 +46,39 @@ class ThinEvidenceWarning(ScarceWarning):
     """A run's failures descend from one or two first-level samples: its error cannot be measured."""
 
 
-def check_positive_int(name: str, value: object, minimum: int = 1) -> int:
-    """Return ``value`` as an int, or raise naming ``name`` if it is not an int >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ScarceError(f"{name} must be an integer >= {minimum}, got {value!r} ({type(value).__name__})")
-    if value < minimum:
-        raise ScarceError(f"{name} must be an integer >= {minimum}, got {value}")
-    return int(value)
+def show(value: object, limit: int = 80) -> str:
+    """``repr(value)`` shortened to about ``limit`` characters, for error messages."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not replace the real error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit - 20]}...{text[-15:]} ({len(text)} characters)"
+
+
+#: Largest integer a count parameter may take: it must fit a signed 64-bit integer.
+MAX_INT = 2**63 - 1
+
+
+def check_positive_int(name: str, value: object, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as a plain Python ``int``, or raise naming ``name``.
+
+    Accepts Python and NumPy integers (never ``bool``, and never floats, even integral ones
+    such as ``500.0``: a count given as a float is usually a mistake worth reporting). The
+    value must lie in ``[minimum, maximum]``; ``maximum`` defaults to :data:`MAX_INT` so the
+    result always fits NumPy's int64. Callers must keep the returned ``int``: a NumPy scalar
+    kept instead overflows in small dtypes (``int16``) and is not JSON-serialisable.
+    """
+    top = MAX_INT if maximum is None else min(int(maximum), MAX_INT)
+    allowed = f"an integer in [{minimum}, {top}]" if maximum is not None else f"an integer >= {minimum}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        integral = isinstance(value, (float, np.floating)) and float(value).is_integer()
+        hint = "; write it as an int" if integral else ""
+        raise ScarceError(f"{name} must be {allowed}, got {show(value)} ({type(value).__name__}){hint}")
+    number = int(value)
+    if number < minimum or number > top:
+        limit = "" if maximum is not None or number <= top else f" (at most {top}, the int64 limit)"
+        raise ScarceError(f"{name} must be {allowed}{limit}, got {show(number)}")
+    return number
 
 
 def check_in_interval(
@@ -63,30 +90,41 @@ def check_in_interval(
     low_open: bool = True,
     high_open: bool = False,
 ) -> float:
-    """Return ``value`` as a float inside the interval, or raise naming ``name``.
+    """Return ``value`` as a plain Python ``float`` inside the interval, or raise naming ``name``.
 
-    The interval is written in the message with brackets showing which ends are open.
+    Accepts Python and NumPy reals of any precision (``float16`` included: it is converted
+    to a Python float before any arithmetic, so it cannot overflow later), never ``bool``,
+    strings or NaN/inf. The interval is written in the message with brackets showing which
+    ends are open. Callers must keep the returned ``float``, not the value they passed.
     """
     left, right = ("(" if low_open else "["), (")" if high_open else "]")
     allowed = f"{left}{low:g}, {high:g}{right}"
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ScarceError(f"{name} must be a number in {allowed}, got {value!r} ({type(value).__name__})")
-    number = float(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
+        raise ScarceError(f"{name} must be a number in {allowed}, got {show(value)} ({type(value).__name__})")
+    try:
+        number = float(value)
+    except (OverflowError, TypeError, ValueError):
+        number = math.nan
     if not math.isfinite(number):
-        raise ScarceError(f"{name} must be a finite number in {allowed}, got {value!r}")
+        raise ScarceError(f"{name} must be a finite number in {allowed}, got {show(value)}")
     below = number <= low if low_open else number < low
     above = number >= high if high_open else number > high
     if below or above:
-        raise ScarceError(f"{name} must be in {allowed}, got {value!r}")
+        raise ScarceError(f"{name} must be in {allowed}, got {show(value)}")
     return number
+
+
+def check_finite_float(name: str, value: object) -> float:
+    """Return ``value`` as a finite plain Python ``float``, or raise naming ``name``."""
+    return check_in_interval(name, value, -math.inf, math.inf, low_open=True, high_open=True)
 
 
 def unknown_name_error(kind: str, name: str, choices: Iterable[str]) -> ScarceError:
     """An error for an unknown registry key, with a "did you mean" and the list of choices."""
     options = sorted(choices)
-    close = difflib.get_close_matches(name, options, n=3, cutoff=0.5)
+    close = difflib.get_close_matches(name, options, n=3, cutoff=0.5) if isinstance(name, str) else []
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return ScarceError(f"unknown {kind} {name!r}.{hint} Available: {', '.join(options)}")
+    return ScarceError(f"unknown {kind} {show(name)}.{hint} Available: {', '.join(options)}")
 
 
 def describe_bad_positions(mask: np.ndarray, limit: int = 5) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from scarce.errors import ScarceError
+from scarce.errors import ScarceError, show
 
 __all__ = ["DTYPES", "check_dtype", "standard_normal"]
 
@@ -53,10 +53,10 @@ def check_dtype(dtype: Any) -> np.dtype:
     """``dtype`` as a numpy dtype, or a :class:`ScarceError` naming what is allowed."""
     try:
         resolved = None if dtype is None else np.dtype(dtype)  # np.dtype(None) would be float64
-    except TypeError:
+    except Exception:  # noqa: BLE001 - numpy raises TypeError, ValueError or worse for odd objects
         resolved = None
     if resolved is None or resolved.name not in DTYPES:
-        raise ScarceError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        raise ScarceError(f"dtype must be one of {DTYPES}, got {show(dtype)}")
     return resolved
 
 

@@ -15,10 +15,23 @@ from typing import Any
 
 import numpy as np
 
-from scarce.errors import EvaluationError, ScarceError, check_positive_int, describe_bad_positions
+from scarce._checks import tensor_to_numpy
+from scarce.errors import (
+    EvaluationError,
+    ScarceError,
+    check_finite_float,
+    check_in_interval,
+    check_positive_int,
+    describe_bad_positions,
+    show,
+)
 
 Evaluate = Callable[[Any], tuple[Any, Any]]
 Transform = Callable[[np.ndarray], Any]
+
+#: Largest latent dimension: one float64 point of this size takes 800 MB, and a level holds
+#: ``n_samples`` of them, so anything larger cannot run and is reported before any work.
+MAX_DIM = 10**8
 
 
 class RareEventProblem:
@@ -62,11 +75,15 @@ class RareEventProblem:
         name: str = "problem",
         exact_probability: float | None = None,
     ) -> None:
-        self.dim = check_positive_int("dim", dim)
+        self.dim = check_positive_int("dim", dim, maximum=MAX_DIM)
         if not callable(evaluate):
-            raise ScarceError(f"evaluate must be callable x -> (score, failed), got {evaluate!r}")
+            raise ScarceError(f"evaluate must be callable x -> (score, failed), got {show(evaluate)}")
         if transform is not None and not callable(transform):
-            raise ScarceError(f"transform must be callable u -> x or None, got {transform!r}")
+            raise ScarceError(f"transform must be callable u -> x or None, got {show(transform)}")
+        if not isinstance(name, str) or not name:
+            raise ScarceError(f"name must be a non-empty string, got {show(name)} ({type(name).__name__})")
+        if exact_probability is not None:
+            exact_probability = check_in_interval("exact_probability", exact_probability, 0.0, 1.0, low_open=False)
         self.evaluate = evaluate
         self.transform = transform
         self.name = name
@@ -83,12 +100,16 @@ class RareEventProblem:
     ) -> RareEventProblem:
         """A classic problem: ``failed = score(x) >= threshold``.
 
-        ``score`` is vectorised, ``(n, ...) -> (n,)``.
+        ``score`` is vectorised, ``(n, ...) -> (n,)``; it may return numpy arrays, lists or
+        torch tensors of any real dtype (see :meth:`evaluate_latent`).
         """
-        threshold = float(threshold)
+        threshold = check_finite_float("threshold", threshold)
 
         def evaluate(x: Any) -> tuple[np.ndarray, np.ndarray]:
-            s = np.asarray(score(x), dtype=float)
+            s = _as_numpy(score(x), "score", "from_score")
+            if s.dtype.kind not in "biuf":
+                raise EvaluationError(f"from_score: score must return real numbers, got dtype {s.dtype}")
+            s = s.astype(np.float64, copy=False)
             return s, s >= threshold
 
         return cls(dim, evaluate, transform, **kwargs)
@@ -97,9 +118,22 @@ class RareEventProblem:
         """Map ``u (n, d)`` to inputs, evaluate once, and validate the output.
 
         Returns ``score`` (float64, shape ``(n,)``) and ``failed`` (bool, ``(n,)``).
-        Raises :class:`EvaluationError` naming ``where`` (level and step) when the
-        model raises or returns non-finite scores or wrong shapes.
+        The model may return numpy arrays, lists or torch tensors (any device; dtypes numpy
+        cannot hold, such as bfloat16, are widened to float32 first); ``failed`` may be bool
+        or exactly 0/1 numbers.
+
+        Raises
+        ------
+        ScarceError
+            ``u`` is not a real array of shape ``(n, dim)``.
+        EvaluationError
+            Naming ``where`` (level and step) when the model raises, or returns something
+            that is not a pair of arrays of shape ``(n,)`` (ragged lists, wrong shapes or
+            dtypes, non-finite scores, ``failed`` values other than 0/1).
         """
+        if not isinstance(u, np.ndarray) or u.ndim != 2 or u.shape[1] != self.dim or u.dtype.kind != "f":
+            got = f"shape {u.shape}, dtype {u.dtype}" if isinstance(u, np.ndarray) else type(u).__name__
+            raise ScarceError(f"u must be a float array of shape (n, {self.dim}), got {got}")
         n = u.shape[0]
         at = f" {where}" if where else ""
         try:
@@ -115,8 +149,8 @@ class RareEventProblem:
 
 
 def _validate_output(score: Any, failed: Any, n: int, context: str) -> tuple[np.ndarray, np.ndarray]:
-    score = _as_numpy(score)
-    failed = _as_numpy(failed)
+    score = _as_numpy(score, "score", context)
+    failed = _as_numpy(failed, "failed", context)
     if score.shape != (n,):
         raise EvaluationError(f"{context}: score must have shape ({n},) for {n} points, got {score.shape}")
     if failed.shape != (n,):
@@ -125,19 +159,36 @@ def _validate_output(score: Any, failed: Any, n: int, context: str) -> tuple[np.
         raise EvaluationError(f"{context}: score must be real numbers, got dtype {score.dtype}")
     if failed.dtype.kind == "b":
         failed_bool = failed
-    elif failed.dtype.kind in "iu" and np.isin(failed, (0, 1)).all():
+    elif failed.dtype.kind in "iuf" and np.isin(failed, (0, 1)).all():
         failed_bool = failed.astype(bool)
     else:
-        raise EvaluationError(f"{context}: failed must be boolean (or 0/1 integers), got dtype {failed.dtype}")
-    score = score.astype(np.float64, copy=False)
+        bad = ~np.isin(failed, (0, 1)) if failed.dtype.kind in "iuf" else np.ones(n, bool)
+        raise EvaluationError(
+            f"{context}: failed must be boolean (or exactly 0/1 numbers), got dtype {failed.dtype}"
+            + (f" with other values at {describe_bad_positions(bad)}" if failed.dtype.kind in "iuf" else "")
+        )
+    with np.errstate(over="ignore"):
+        score = score.astype(np.float64, copy=False)
     bad = ~np.isfinite(score)
     if bad.any():
         raise EvaluationError(f"{context}: non-finite score at {describe_bad_positions(bad)} of the batch of {n}")
     return score, failed_bool
 
 
-def _as_numpy(value: Any) -> np.ndarray:
-    """Convert arrays from numpy, torch (detached, to CPU) or lists to numpy."""
-    if hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()
-    return np.asarray(value)
+def _as_numpy(value: Any, what: str, context: str) -> np.ndarray:
+    """Convert arrays from numpy, torch (detached, to CPU) or lists to numpy.
+
+    Torch floating dtypes numpy cannot represent (bfloat16, the float8 types) are widened
+    to float32 first. Anything that cannot become one rectangular array (a ragged list, a
+    tensor on a device that cannot be copied) raises :class:`EvaluationError` naming ``what``.
+    """
+    try:
+        return np.asarray(tensor_to_numpy(value))
+    except Exception as exc:  # noqa: BLE001 - any conversion failure is the model's output's fault
+        shape = getattr(value, "shape", None)
+        described = f"{type(value).__name__}" + (f" of shape {tuple(shape)}" if shape is not None else "")
+        raise EvaluationError(
+            f"{context}: {what} must be an array of numbers of shape (n,); could not convert "
+            f"the {described} returned ({type(exc).__name__}: {exc})"
+        ) from exc
+

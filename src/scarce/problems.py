@@ -17,22 +17,31 @@ name                      d     failure event
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-from scarce.errors import check_in_interval, check_positive_int, unknown_name_error
-from scarce.problem import RareEventProblem
+from scarce.errors import ScarceError, check_in_interval, check_positive_int, unknown_name_error
+from scarce.problem import MAX_DIM, RareEventProblem
+
+
+def _checked_threshold(threshold: float, probability: float, what: str) -> float:
+    """``threshold`` if finite; else a :class:`ScarceError`: ``probability`` is beyond float64."""
+    if not math.isfinite(threshold):
+        raise ScarceError(f"probability={probability!r} is too small for float64: {what} would be "
+                          f"{threshold}; use a probability of at least 1e-300")
+    return threshold
 
 
 def linear(dim: int = 100, probability: float = 1e-6) -> RareEventProblem:
     """Linear limit state ``g = beta - sum(u) / sqrt(d)``; exact ``P_f = Phi(-beta)``."""
     from scipy.stats import norm
 
-    dim = check_positive_int("dim", dim)
+    dim = check_positive_int("dim", dim, maximum=MAX_DIM)
     probability = check_in_interval("probability", probability, 0.0, 1.0, high_open=True)
-    beta = float(-norm.ppf(probability))
+    beta = _checked_threshold(float(-norm.ppf(probability)), probability, "beta = -Phi^{-1}(P)")
     root = math.sqrt(dim)
 
     def score(u: np.ndarray) -> np.ndarray:
@@ -50,12 +59,14 @@ def four_branch(k: float = 7.0) -> RareEventProblem:
     In rotated coordinates ``a = (u1 + u2) / sqrt 2``, ``b = (u1 - u2) / sqrt 2`` (independent
     standard normals) failure is ``|b| >= k / 2`` or ``|a| >= 3 + b^2 / 5``, so
     ``P_f = 2 Phi(-k/2) + int_{|b| < k/2} phi(b) 2 Phi(-(3 + b^2/5)) db`` (quadrature);
-    ``k = 7`` gives about 2.22e-3.
+    ``k = 7`` gives about 2.22e-3. ``k`` must be positive (the branch offset ``k / 2`` is a
+    distance) and at most 70: there the straight branches add ``2 Phi(-35)``, about 1e-268,
+    so a larger ``k`` describes the same problem while its quadrature range grows without bound.
     """
     from scipy.integrate import quad
     from scipy.stats import norm
 
-    k = float(k)
+    k = check_in_interval("k", k, 0.0, 70.0)
     half = k / 2.0
     inner, _ = quad(lambda b: norm.pdf(b) * 2.0 * norm.sf(3.0 + b * b / 5.0), -half, half, epsabs=1e-14, epsrel=1e-12)
     exact = 2.0 * norm.sf(half) + inner
@@ -76,9 +87,9 @@ def chi_square(dim: int = 50, probability: float = 1e-6) -> RareEventProblem:
     """Failure ``sum(u^2) >= c`` with ``c = chi2(d).isf(P)``; exact ``P_f = P``."""
     from scipy.stats import chi2
 
-    dim = check_positive_int("dim", dim)
+    dim = check_positive_int("dim", dim, maximum=MAX_DIM)
     probability = check_in_interval("probability", probability, 0.0, 1.0, high_open=True)
-    c = float(chi2(dim).isf(probability))
+    c = _checked_threshold(float(chi2(dim).isf(probability)), probability, "the quantile c")
 
     def score(u: np.ndarray) -> np.ndarray:
         return np.einsum("ij,ij->i", u, u) - c
@@ -90,9 +101,9 @@ def two_regions(dim: int = 10, probability: float = 1e-5) -> RareEventProblem:
     """Two disjoint failure regions ``|u_1| >= beta``, ``beta = -Phi^{-1}(P / 2)``; exact ``P_f = P``."""
     from scipy.stats import norm
 
-    dim = check_positive_int("dim", dim)
+    dim = check_positive_int("dim", dim, maximum=MAX_DIM)
     probability = check_in_interval("probability", probability, 0.0, 1.0, high_open=True)
-    beta = float(-norm.ppf(probability / 2.0))
+    beta = _checked_threshold(float(-norm.ppf(probability / 2.0)), probability, "beta = -Phi^{-1}(P / 2)")
 
     def score(u: np.ndarray) -> np.ndarray:
         return np.abs(u[:, 0]) - beta
@@ -110,9 +121,14 @@ PROBLEMS: dict[str, Callable[..., RareEventProblem]] = {
 
 def make_problem(name: str, **params: object) -> RareEventProblem:
     """A benchmark problem by name (see the module table)."""
-    if name not in PROBLEMS:
-        raise unknown_name_error("problem", name, PROBLEMS)
-    return PROBLEMS[name](**params)
+    if not isinstance(name, str) or name not in PROBLEMS:
+        raise unknown_name_error("problem", str(name), PROBLEMS)
+    builder = PROBLEMS[name]
+    allowed = list(inspect.signature(builder).parameters)
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ScarceError(f"problem {name!r} takes no parameter(s) {unknown}; allowed: {', '.join(allowed)}")
+    return builder(**params)
 
 
 #: The problems of the reliability benchmark (issue 2), as (name, parameters).

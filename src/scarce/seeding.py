@@ -9,19 +9,24 @@ import numpy as np
 SeedLike = Union[int, np.integer, np.random.SeedSequence, np.random.Generator, None]
 
 
-def as_generator(seed: SeedLike) -> np.random.Generator:
-    """A ``numpy.random.Generator`` from an int, ``SeedSequence``, ``Generator`` (returned as is) or None."""
+def as_generator(seed: SeedLike, name: str = "seed") -> np.random.Generator:
+    """A ``numpy.random.Generator`` from an int, ``SeedSequence``, ``Generator`` (returned as is) or None.
+
+    ``name`` is the caller's parameter name (``"random_state"`` for scikit-learn style
+    classes), used in the error for anything else: a bool, a negative int, a float, a string.
+    """
+    from scarce.errors import ScarceError, show
+
     if isinstance(seed, np.random.Generator):
         return seed
-    if seed is None or isinstance(seed, (int, np.integer, np.random.SeedSequence)):
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed < 0:
-            from scarce.errors import ScarceError
-
-            raise ScarceError(f"seed must be a non-negative integer, SeedSequence, Generator or None, got {seed}")
+    if seed is None or isinstance(seed, np.random.SeedSequence):
         return np.random.default_rng(seed)
-    from scarce.errors import ScarceError
-
-    raise ScarceError(f"seed must be an int, SeedSequence, Generator or None, got {type(seed).__name__}")
+    allowed = "a non-negative integer, SeedSequence, Generator or None"
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ScarceError(f"{name} must be {allowed}, got {show(seed)} ({type(seed).__name__})")
+    if seed < 0:
+        raise ScarceError(f"{name} must be {allowed}, got {show(int(seed))}")
+    return np.random.default_rng(int(seed))
 
 
 def describe_seed(seed: SeedLike) -> object:

@@ -191,24 +191,33 @@ class AMLS:
         self.width_growth = width_growth
         self.width_shrink = width_shrink
 
-    def _validate(self) -> None:
-        n, _ = check_level_sizes(self.n_samples, self.level_probability, high=1.0, high_open=True)
+    def _validated(self) -> AMLS:
+        """A copy holding the validated settings as plain Python values (NumPy scalars converted)."""
+        n, p0 = check_level_sizes(self.n_samples, self.level_probability, high=1.0, high_open=True)
         steps = check_positive_int("n_steps", self.n_steps)
-        _check_positive_float("initial_width", self.initial_width)
-        check_positive_int("max_levels", self.max_levels)
-        check_in_interval("target_acceptance", self.target_acceptance, 0.0, 1.0, high_open=True)
         growth = _check_positive_float("width_growth", self.width_growth, "a finite number > 1")
         if growth <= 1.0:
             raise ScarceError(f"width_growth must be a finite number > 1, got {self.width_growth!r}")
-        check_in_interval("width_shrink", self.width_shrink, 0.0, 1.0, high_open=True)
+        max_queries = None
         if self.max_queries is not None:
-            check_positive_int("max_queries", self.max_queries)
+            max_queries = check_positive_int("max_queries", self.max_queries)
             per_level = n * (steps + 1)
-            if self.max_queries < per_level:
+            if max_queries < per_level:
                 raise ScarceError(
                     f"max_queries must be at least n_samples * (n_steps + 1) = {per_level} (one level), "
                     f"got {self.max_queries}"
                 )
+        return AMLS(
+            n_samples=n,
+            level_probability=p0,
+            n_steps=steps,
+            initial_width=_check_positive_float("initial_width", self.initial_width),
+            max_levels=check_positive_int("max_levels", self.max_levels),
+            max_queries=max_queries,
+            target_acceptance=check_in_interval("target_acceptance", self.target_acceptance, 0.0, 1.0, high_open=True),
+            width_growth=growth,
+            width_shrink=check_in_interval("width_shrink", self.width_shrink, 0.0, 1.0, high_open=True),
+        )
 
     def estimate(
         self,
@@ -231,27 +240,27 @@ class AMLS:
             ``method="amls-webb2019"``; ``info["level_jumps"]`` counts the levels
             forced to the failure threshold, and those levels have ``stalled=True``.
         """
-        self._validate()
+        cfg = self._validated()
         if not isinstance(problem, RareEventProblem):
             raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
-        run = _Run(self, problem, as_generator(seed), callback)
+        run = _Run(cfg, problem, as_generator(seed), callback)
         out = run.execute()
         widths = run.width
         return EstimateResult(
             **out,
             method=self.method,
-            n_samples=self.n_samples,
-            level_probability=float(self.level_probability),
+            n_samples=cfg.n_samples,
+            level_probability=float(cfg.level_probability),
             interval="lognormal",
             problem=problem.name,
             info={
                 "seed": describe_seed(seed),
                 "level_jumps": run.level_jumps,
                 "jumped": run.level_jumps > 0,
-                "n_steps": self.n_steps,
-                "initial_width": float(self.initial_width),
+                "n_steps": cfg.n_steps,
+                "initial_width": float(cfg.initial_width),
                 "widths": {"mean": float(widths.mean()), "min": float(widths.min()), "max": float(widths.max())},
-                "max_queries": self.max_queries,
+                "max_queries": cfg.max_queries,
                 "reference": "Webb et al. ICLR 2019 (oval-group/statistical-robustness); SAFARI (havelhuang/Eval_XAI_Robustness)",
             },
         )

@@ -98,6 +98,8 @@ LevelCallback = Callable[[LevelDiagnostics], None]
 _FIRST_LEVELS = ("lhs", "mc")
 #: Values of ``SubsetSimulation(count_seeds=...)``.
 COUNT_SEEDS_RULES = ("independent", "always", "never")
+#: Memory a level's latent states may take before ``allow_large=True`` is required (8 GiB).
+MAX_LEVEL_BYTES = 8 * 2**30
 
 
 def latin_hypercube_normal(n: int, dim: int, rng: np.random.Generator, block: int = 1 << 22) -> np.ndarray:
@@ -175,6 +177,11 @@ class SubsetSimulation:
         independent draws (level 1, seeded from level 0) and are only moved from when
         they are Markov chain states (module notes).
 
+    allow_large : bool
+        Run a configuration whose latent states need more than :data:`MAX_LEVEL_BYTES` per level
+        (refused by default, before any model call, so a typo in ``n_samples`` cannot exhaust
+        the machine's memory).
+
     Examples
     --------
     >>> from scarce.problems import linear
@@ -197,6 +204,7 @@ class SubsetSimulation:
         dtype: str = "float64",
         stop_factor: float = 0.5,
         count_seeds: str = "independent",
+        allow_large: bool = False,
     ) -> None:
         self.n_samples = n_samples
         self.level_probability = level_probability
@@ -208,26 +216,52 @@ class SubsetSimulation:
         self.dtype = dtype
         self.stop_factor = stop_factor
         self.count_seeds = count_seeds
+        self.allow_large = allow_large
 
-    def _validate(self) -> Kernel:
-        check_level_sizes(self.n_samples, self.level_probability)
-        check_positive_int("max_levels", self.max_levels)
+    def _validated(self) -> SubsetSimulation:
+        """A copy holding the validated settings as plain Python values and the kernel resolved.
+
+        NumPy scalars pass the validators but would overflow in small dtypes (``np.int16``) or
+        break JSON; the copy keeps what the validators return.
+        """
+        n, p0 = check_level_sizes(self.n_samples, self.level_probability)
         if self.first_level not in _FIRST_LEVELS:
-            raise ScarceError(f"first_level must be one of {_FIRST_LEVELS}, got {self.first_level!r}")
-        check_positive_int("cov_depth", self.cov_depth, minimum=0)
-        check_dtype(self.dtype)
-        check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0)
-        check_count_seeds(self.count_seeds)
+            raise unknown_name_error("first_level", str(self.first_level), _FIRST_LEVELS)
+        max_queries = None
         if self.max_queries is not None:
-            check_positive_int("max_queries", self.max_queries)
-            if self.max_queries < self.n_samples:
-                raise ScarceError(
-                    f"max_queries must be at least n_samples={self.n_samples} (the first level), got {self.max_queries}"
-                )
+            max_queries = check_positive_int("max_queries", self.max_queries)
+            if max_queries < n:
+                raise ScarceError(f"max_queries must be at least n_samples={n} (the first level), got {max_queries}")
+        if not isinstance(self.allow_large, (bool, np.bool_)):
+            raise ScarceError(f"allow_large must be True or False, got {self.allow_large!r}")
         kernel = ConditionalSampling() if self.kernel is None else self.kernel
         if not isinstance(kernel, Kernel):
             raise ScarceError(f"kernel must be a scarce.kernels.Kernel, got {type(kernel).__name__}")
-        return kernel
+        return SubsetSimulation(
+            n_samples=n,
+            level_probability=p0,
+            kernel=kernel,
+            max_levels=check_positive_int("max_levels", self.max_levels),
+            max_queries=max_queries,
+            first_level=str(self.first_level),
+            cov_depth=check_positive_int("cov_depth", self.cov_depth, minimum=0),
+            dtype=check_dtype(self.dtype).name,
+            stop_factor=check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0),
+            count_seeds=check_count_seeds(self.count_seeds),
+            allow_large=bool(self.allow_large),
+        )
+
+    def _check_memory(self, dim: int) -> None:
+        """Refuse a level whose latent states alone exceed :data:`MAX_LEVEL_BYTES` (unless ``allow_large``)."""
+        itemsize = check_dtype(self.dtype).itemsize
+        # a level's states, plus the candidates and seeds of one MCMC step
+        need = 2 * self.n_samples * dim * itemsize
+        if need > MAX_LEVEL_BYTES and not self.allow_large:
+            raise ScarceError(
+                f"n_samples={self.n_samples} with a latent dimension of {dim} ({self.dtype}) needs about "
+                f"{need / 2**30:.1f} GiB per level, above the {MAX_LEVEL_BYTES / 2**30:.0f} GiB bound; lower "
+                "n_samples, or pass allow_large=True if the machine has the memory"
+            )
 
     def estimate(
         self,
@@ -251,27 +285,29 @@ class SubsetSimulation:
             partial result, whose ``probability`` is the last level's probability
             times its failure fraction (0 when it holds no failure).
         """
-        kernel = self._validate()
+        cfg = self._validated()
         if not isinstance(problem, RareEventProblem):
             raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
-        run = _Run(self, kernel, problem, as_generator(seed), callback)
+        cfg._check_memory(problem.dim)
+        rng = as_generator(seed)
+        run = _Run(cfg, cfg.kernel, problem, rng, callback)
         result = run.execute()
         out = EstimateResult(
             **result,
             method=self.method,
-            n_samples=self.n_samples,
-            level_probability=self.level_probability,
+            n_samples=cfg.n_samples,
+            level_probability=cfg.level_probability,
             interval="lognormal",
             problem=problem.name,
             info={
-                "kernel": repr(kernel),
+                "kernel": repr(cfg.kernel),
                 "seed": describe_seed(seed),
-                "max_queries": self.max_queries,
-                "first_level": self.first_level,
-                "cov_depth": self.cov_depth,
-                "dtype": check_dtype(self.dtype).name,
-                "stop_factor": self.stop_factor,
-                "count_seeds": self.count_seeds,
+                "max_queries": cfg.max_queries,
+                "first_level": cfg.first_level,
+                "cov_depth": cfg.cov_depth,
+                "dtype": cfg.dtype,
+                "stop_factor": cfg.stop_factor,
+                "count_seeds": cfg.count_seeds,
                 "cov_au_beck": run.cov_au_beck,
                 "failure_lineages": run.failure_lineages,
             },

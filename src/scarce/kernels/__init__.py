@@ -1,6 +1,8 @@
 """MCMC kernels for sampling N(0, I) restricted to a level ``{score >= threshold}``."""
 
-from scarce.errors import unknown_name_error
+import inspect
+
+from scarce.errors import ScarceError, unknown_name_error
 from scarce.kernels.adaptation import adapt_scale
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.kernels.conditional import ConditionalSampling
@@ -11,9 +13,14 @@ KERNELS: dict[str, type[Kernel]] = {"acs": ConditionalSampling, "mma": ModifiedM
 
 def make_kernel(name: str, **params: object) -> Kernel:
     """A kernel by registry name: ``"acs"`` (adaptive conditional sampling) or ``"mma"`` (modified Metropolis)."""
-    if name not in KERNELS:
-        raise unknown_name_error("kernel", name, KERNELS)
-    return KERNELS[name](**params)  # type: ignore[arg-type]
+    if not isinstance(name, str) or name not in KERNELS:
+        raise unknown_name_error("kernel", str(name), KERNELS)
+    cls = KERNELS[name]
+    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ScarceError(f"kernel {name!r} takes no parameter(s) {unknown}; allowed: {', '.join(allowed)}")
+    return cls(**params)  # type: ignore[arg-type]
 
 
 __all__ = ["ConditionalSampling", "Kernel", "KernelParams", "ModifiedMetropolis", "adapt_scale", "make_kernel", "KERNELS"]

@@ -47,7 +47,7 @@ import math
 
 import numpy as np
 
-from scarce.errors import ScarceError, check_in_interval
+from scarce.errors import check_in_interval
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.normals import standard_normal
 
@@ -76,12 +76,10 @@ class ConditionalSampling(Kernel):
     def __init__(
         self, initial_scale: float = 0.6, target_acceptance: float = 0.35, adapt: bool = True, spread: str = "unit"
     ) -> None:
-        if spread not in _SPREADS:
-            raise ScarceError(f"spread must be one of {_SPREADS}, got {spread!r}")
+        self.spread = self._check_choice("spread", spread, _SPREADS)
         self.initial_scale = check_in_interval("initial_scale", initial_scale, 0.0, 1e6)
         self.target_acceptance = check_in_interval("target_acceptance", target_acceptance, 0.0, 1.0, high_open=True)
-        self.adapt = bool(adapt)
-        self.spread = spread
+        self.adapt = self._check_flag("adapt", adapt)
 
     def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
         if self.spread == "unit" or seeds.shape[0] < 2:

@@ -47,7 +47,7 @@ class AnchoredRuler(BaseRuler):
     anchor: str
 
     def _fit(self, Z: NDArray[np.float64], y: NDArray[np.bool_]) -> None:
-        if self.anchor not in ANCHORINGS:
+        if not isinstance(self.anchor, str) or self.anchor not in ANCHORINGS:
             raise ScarceError(f"anchor must be one of {tuple(ANCHORINGS)}; got {self.anchor!r}")
         rows = {"bad": y, "good": ~y}
         self._before_anchors(Z, y)

@@ -17,11 +17,21 @@ Contract of every ruler (checked for every registered name by ``tests/test_ruler
   ``tau``). See :func:`percentile_threshold`.
 * ``separation_auc_`` is the AUC of the bad versus good training scores (0.5 = no separation).
 * Randomised rulers take ``random_state``; equal seeds give equal scores.
+
+Extreme magnitudes. Covariances, kernels and solvers square (and LedoitWolf raises to the fourth
+power) the embeddings, so values near 1e100 overflow float64 and values near 1e-100 underflow to
+zero. Embeddings whose largest magnitude lies outside ``[2**-64, 2**64]`` are therefore divided by
+the power of two that brings it into ``[1, 2)`` (an exact operation) before fitting and
+scoring; ``input_scale_`` records the divisor (1.0 for ordinary embeddings, whose results are
+unchanged) and the fitted attributes then refer to ``Z / input_scale_``. Every ruler family is
+scale-equivariant or invariant, except the regularised logistic regression, whose penalty has a
+scale (its fit at such magnitudes is a fit of the rescaled embeddings).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,9 +40,16 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from scarce._checks import check_embeddings, check_labels, check_percentile, check_scores
-from scarce.errors import ScarceError, ScarceWarning
-from scarce.selection.metrics import auc, compute_metric
+from scarce._checks import (
+    check_embeddings,
+    check_labels,
+    check_percentile,
+    check_scores,
+    power_of_two_scale,
+    warn_user,
+)
+from scarce.errors import ScarceError, ScarceWarning, show
+from scarce.selection.metrics import auc, compute_metrics
 
 __all__ = ["BaseRuler", "LinearRuler", "RulerFitWarning", "percentile_threshold"]
 
@@ -77,6 +94,16 @@ def percentile_threshold(scores: ArrayLike, percentile: float) -> float:
     return float(np.partition(s, n - m)[n - m])
 
 
+def check_random_state_param(value: object) -> None:
+    """None, a RandomState, or an int in [0, 2**32) (what scikit-learn accepts); else raise."""
+    if value is None or isinstance(value, np.random.RandomState):
+        return
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)
+            or not 0 <= value < 2**32):
+        raise ScarceError("random_state must be None, an int in [0, 2**32) or a numpy RandomState "
+                          f"(scikit-learn convention); got {show(value)} ({type(value).__name__})")
+
+
 class BaseRuler(BaseEstimator):
     """Base class of all geometric rulers (scikit-learn estimator contract).
 
@@ -117,12 +144,36 @@ class BaseRuler(BaseEstimator):
             check_percentile(self.percentile)
         Z = check_embeddings(Z)
         labels = check_labels(y, n_samples=Z.shape[0])
+        self.input_scale_ = power_of_two_scale(Z)
+        Z = self._rescale(Z)
         self._fit(Z, labels)
         self.n_features_in_ = Z.shape[1]
-        scores = self._score(Z)
+        scores = self._checked_scores(Z, "its training embeddings")
+        if scores.size > 1 and scores.min() == scores.max():
+            warn_user(f"{type(self).__name__}: the fitted ruler gives every training embedding the "
+                      f"same score {float(scores[0])!r} (parameter Z); it cannot rank inputs toward failure",
+                      RulerFitWarning)
         self.bad_scores_ = np.sort(scores[labels])
         self.separation_auc_ = auc(scores[~labels], scores[labels])
         return self
+
+    def _rescale(self, Z: NDArray[np.float64]) -> NDArray[np.float64]:
+        scale = getattr(self, "input_scale_", 1.0)
+        return Z if scale == 1.0 else Z / scale
+
+    def _checked_scores(self, Z: NDArray[np.float64], what: str) -> NDArray[np.float64]:
+        """``_score(Z)`` as float64 (n,), or a :class:`ScarceError` when any score is not finite."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            scores = np.asarray(self._score(Z), dtype=np.float64).reshape(Z.shape[0])
+        finite = np.isfinite(scores)
+        if not finite.all():
+            row = int(np.flatnonzero(~finite)[0])
+            raise ScarceError(
+                f"Z: {type(self).__name__} gives {int((~finite).sum())} non-finite score(s) to "
+                f"{what} (the first at row {row}, whose largest |value| is "
+                f"{float(np.abs(Z[row]).max() * getattr(self, 'input_scale_', 1.0)):.3g}); the "
+                "embeddings are too far from the range the ruler was fitted on for float64")
+        return scores
 
     def score_samples(self, Z: ArrayLike) -> NDArray[np.float64]:
         """Score embeddings; larger means closer to failure.
@@ -135,10 +186,17 @@ class BaseRuler(BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples,), float64
+            Finite scores.
+
+        Raises
+        ------
+        ScarceError
+            Invalid embeddings, or embeddings so far beyond the fitted range that a score
+            overflows float64 (an infinite score would rank nothing).
         """
         check_is_fitted(self)
-        Z = check_embeddings(Z, n_features=self.n_features_in_)
-        return np.asarray(self._score(Z), dtype=np.float64).reshape(Z.shape[0])
+        Z = self._rescale(check_embeddings(Z, n_features=self.n_features_in_))
+        return self._checked_scores(Z, "the embeddings scored")
 
     def threshold(self, percentile: float | None = None) -> float:
         """Operating threshold ``tau`` at a percentile of the fitted bad-score distribution.
@@ -185,9 +243,16 @@ class BaseRuler(BaseEstimator):
         dict
             Metric name -> value, plus ruler-specific entries from ``_extra_diagnostics``.
         """
+        try:
+            names = None if isinstance(metrics, str) else list(metrics)
+        except TypeError:
+            names = None
+        if names is None:
+            raise ScarceError(f"metrics must be a sequence of metric names such as ['auc']; got "
+                              f"{show(metrics)} ({type(metrics).__name__})")
         scores = self.score_samples(Z)
         labels = check_labels(y, n_samples=scores.size)
-        out = {m: compute_metric(m, scores[~labels], scores[labels]) for m in metrics}
+        out = compute_metrics(names, scores[~labels], scores[labels])
         out.update(self._extra_diagnostics())
         return out
 

@@ -8,7 +8,6 @@ costs one matrix-vector product. Notation: ``mu_b``, ``mu_g`` are the bad and go
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,8 +16,8 @@ from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
 
 from scarce._checks import warn_user
-from scarce.errors import ScarceError, check_in_interval
-from scarce.rulers.base import LinearRuler, RulerFitWarning
+from scarce.errors import ScarceError, check_in_interval, check_positive_int
+from scarce.rulers.base import LinearRuler, RulerFitWarning, check_random_state_param
 
 __all__ = ["CentroidRotationRuler", "CentroidRuler", "FisherRuler", "LogisticRuler", "PC1Ruler"]
 
@@ -29,17 +28,11 @@ def _centroid_axis(Z: NDArray[np.float64], y: NDArray[np.bool_]):
     diff = mu_b - mu_g
     norm = float(np.linalg.norm(diff))
     scale = float(np.abs(Z).max())
-    if norm <= 1e-12 * max(scale, 1.0):
+    if not norm > 1e-12 * scale:  # relative to the embeddings' magnitude (rounding noise of the means)
         raise ScarceError("y: the bad and good centroids coincide (||mu_b - mu_g|| = "
                           f"{norm:.3g}), so the centroid direction is undefined; the labelled "
                           "embeddings must separate in their means")
     return mu_b, mu_g, diff / norm
-
-
-def _check_random_state_param(value: object) -> None:
-    if value is not None and not isinstance(value, (numbers.Integral, np.random.RandomState)):
-        raise ScarceError("random_state must be None, an int or a numpy RandomState "
-                          f"(scikit-learn convention); got {value!r}")
 
 
 class CentroidRuler(LinearRuler):
@@ -125,7 +118,7 @@ class CentroidRotationRuler(LinearRuler):
 
     def _fit(self, Z, y):
         check_in_interval("angle", self.angle, -360.0, 360.0, low_open=False)
-        _check_random_state_param(self.random_state)
+        check_random_state_param(self.random_state)
         if Z.shape[1] < 2:
             raise ScarceError(f"Z: a rotation needs at least 2 features to span a PCA plane; "
                               f"got n_features={Z.shape[1]}")
@@ -192,15 +185,23 @@ class PC1Ruler(LinearRuler):
         self.random_state = random_state
 
     def _fit(self, Z, y):
-        if self.population not in self._populations:
+        if not isinstance(self.population, str) or self.population not in self._populations:
             raise ScarceError(f"population must be one of {self._populations}; "
                               f"got {self.population!r}")
-        _check_random_state_param(self.random_state)
+        check_random_state_param(self.random_state)
         rows = {"pooled": slice(None), "bad": y, "good": ~y}[self.population]
-        pca = PCA(n_components=1, random_state=self.random_state).fit(Z[rows])
+        population = Z[rows]
+        where = f"y: pc1 with population={self.population!r} needs at least 2"
+        if population.shape[0] < 2:
+            raise ScarceError(f"{where} embeddings in that population to find a principal "
+                              f"direction; got {population.shape[0]}")
+        if not np.ptp(population, axis=0).any():
+            raise ScarceError(f"{where} distinct embeddings in that population to find a principal "
+                              f"direction; its {population.shape[0]} embeddings are identical")
+        pca = PCA(n_components=1, random_state=self.random_state).fit(population)
         v1 = pca.components_[0].copy()
         gap = float((Z[y].mean(axis=0) - Z[~y].mean(axis=0)) @ v1)
-        if abs(gap) <= 1e-12 * max(float(np.abs(Z).max()), 1.0):
+        if abs(gap) <= 1e-12 * float(np.abs(Z).max()):
             warn_user("pc1: the first principal component is orthogonal to the centroid "
                       "difference, so its orientation toward failure is undefined; scores may "
                       "not increase toward the bad set", RulerFitWarning)
@@ -295,8 +296,10 @@ class LogisticRuler(LinearRuler):
         self.random_state = random_state
 
     def _fit(self, Z, y):
-        _check_random_state_param(self.random_state)
-        clf = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=self.random_state)
+        check_random_state_param(self.random_state)
+        C = check_in_interval("C", self.C, 0.0, math.inf, high_open=True)
+        max_iter = check_positive_int("max_iter", self.max_iter, maximum=10**7)
+        clf = LogisticRegression(C=C, max_iter=max_iter, random_state=self.random_state)
         clf.fit(Z, y.astype(np.int8))
         self.classifier_ = clf
         self.coef_ = clf.coef_[0].astype(np.float64)

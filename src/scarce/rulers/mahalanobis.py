@@ -153,7 +153,7 @@ class MahalanobisRuler(AnchoredRuler):
         self.percentile = percentile
 
     def _before_anchors(self, Z, y):
-        if self.covariance not in _ESTIMATORS:
+        if not isinstance(self.covariance, str) or self.covariance not in _ESTIMATORS:
             raise ScarceError(f"covariance must be one of {tuple(_ESTIMATORS)}; "
                               f"got {self.covariance!r}")
         check_in_interval("floor_factor", self.floor_factor, 1.0, math.inf, low_open=False)

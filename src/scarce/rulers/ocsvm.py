@@ -7,6 +7,7 @@ bad-anchored model (the signed decision function of the one-class SVM), with the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from sklearn.svm import OneClassSVM
 from scarce._checks import is_real
 from scarce.errors import ScarceError, check_in_interval, check_positive_int
 from scarce.rulers.anchored import ANCHORINGS, AnchoredRuler
+from scarce.rulers.base import check_random_state_param
 
 __all__ = ["KernelExpansion", "OneClassSVMRuler"]
 
@@ -122,16 +124,18 @@ class OneClassSVMRuler(AnchoredRuler):
 
     def _before_anchors(self, Z, y):
         check_in_interval("nu", self.nu, 0.0, 1.0)
-        if not (self.gamma == "scale" or (is_real(self.gamma) and self.gamma > 0)):
+        if not (isinstance(self.gamma, str) and self.gamma == "scale"
+                or (is_real(self.gamma) and 0 < self.gamma < math.inf)):
             raise ScarceError(f"gamma must be 'scale' or a positive number; got {self.gamma!r}")
         check_positive_int("max_exact_samples", self.max_exact_samples)
         check_positive_int("n_components", self.n_components)
+        check_random_state_param(self.random_state)
         n_bad = int(y.sum())
         largest = max({"bad": n_bad, "good": y.size - n_bad}[a] for a in ANCHORINGS[self.anchor])
         self.solver_ = "exact" if largest <= self.max_exact_samples else "nystroem"
 
     def _fit_anchor(self, Z_anchor, name):
-        if self.gamma == "scale":
+        if isinstance(self.gamma, str):  # "scale", checked in _before_anchors
             var = float(Z_anchor.var())
             gamma = 1.0 / (Z_anchor.shape[1] * var) if var > 0 else 1.0
         else:

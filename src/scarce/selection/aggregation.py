@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from scarce.errors import ScarceError, unknown_name_error
+from scarce._checks import as_real_array, check_scores, power_of_two_scale
+from scarce.errors import ScarceError, show, unknown_name_error
 from scarce.selection.metrics import compute_metrics, metric_spec
 
 __all__ = ["AGGREGATIONS", "aggregate", "aggregate_groups", "metric_by_group"]
@@ -25,8 +26,8 @@ ScorePair = tuple[ArrayLike, ArrayLike]
 
 
 def _check_how(how: str) -> str:
-    if how not in AGGREGATIONS:
-        raise unknown_name_error("aggregation", how, AGGREGATIONS)
+    if not isinstance(how, str) or how not in AGGREGATIONS:
+        raise unknown_name_error("aggregation", str(how), AGGREGATIONS)
     return how
 
 
@@ -34,10 +35,19 @@ def aggregate_array(values: ArrayLike, higher_is_better: bool, how: str, axis: i
                     ) -> NDArray[np.float64] | float:
     """Worst or mean along ``axis`` of an array of metric values (worst = min if higher is
     better, else max)."""
-    v = np.asarray(values, dtype=float)
-    if _check_how(how) == "mean":
-        return v.mean(axis=axis)
-    return v.min(axis=axis) if higher_is_better else v.max(axis=axis)
+    v = as_real_array(values, "values", "an array of metric values")
+    if _check_how(how) != "mean":
+        return v.min(axis=axis) if higher_is_better else v.max(axis=axis)
+    # The mean of finite values near float64's limit is finite: average the scaled values.
+    finite = np.isfinite(v)
+    scale = power_of_two_scale(v[finite])
+    with np.errstate(invalid="ignore"):
+        mean = (v / scale).mean(axis=axis) * scale
+    if np.isnan(mean).any() and not np.isnan(v).any():
+        raise ScarceError("values: the mean of +inf and -inf is undefined (cohens_d and "
+                          "fisher_ratio are infinite when a group's scores have zero spread); "
+                          "aggregate by 'worst' or drop those groups")
+    return mean
 
 
 def aggregate(values: Mapping[Hashable, float] | ArrayLike, metric: str, how: str = "worst"
@@ -56,10 +66,11 @@ def aggregate(values: Mapping[Hashable, float] | ArrayLike, metric: str, how: st
     -------
     float
     """
-    v = np.asarray(list(values.values()) if isinstance(values, Mapping) else values, dtype=float)
-    if v.ndim != 1 or v.size == 0:
-        raise ScarceError(f"values must hold at least one group value; got shape {v.shape}")
-    return float(aggregate_array(v, metric_spec(metric).higher_is_better, how))
+    spec = metric_spec(metric)
+    _check_how(how)
+    v = check_scores(list(values.values()) if isinstance(values, Mapping) else values,
+                     name="values", allow_inf=True)
+    return float(aggregate_array(v, spec.higher_is_better, how))
 
 
 def metric_by_group(groups: Mapping[Hashable, ScorePair], metric: str, **density_options: Any
@@ -80,10 +91,16 @@ def metric_by_group(groups: Mapping[Hashable, ScorePair], metric: str, **density
     dict
         Group -> value.
     """
-    if not groups:
-        raise ScarceError("groups must map at least one group to (good_scores, bad_scores)")
-    return {k: compute_metrics([metric], g, b, **density_options)[metric]
-            for k, (g, b) in groups.items()}
+    if not isinstance(groups, Mapping) or not groups:
+        raise ScarceError("groups must map at least one group to (good_scores, bad_scores); got "
+                          f"{show(groups)}")
+    out = {}
+    for k, pair in groups.items():
+        if isinstance(pair, (str, bytes, Mapping)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            raise ScarceError(f"groups[{k!r}] must be a pair (good_scores, bad_scores); got "
+                              f"{type(pair).__name__}")
+        out[k] = compute_metrics([metric], pair[0], pair[1], **density_options)[metric]
+    return out
 
 
 def aggregate_groups(groups: Mapping[Hashable, ScorePair], metric: str = "kl_good_bad",

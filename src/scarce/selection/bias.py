@@ -11,11 +11,13 @@ At ``eta = 1e-3`` the prefactor is ~1000: a leakage ratio of 1e-3 already gives 
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from scarce._checks import check_scores
-from scarce.errors import ScarceError
+from scarce._checks import as_real_array, check_scores
+from scarce.errors import ScarceError, show
 
 __all__ = ["leakage_masses", "leakage_relative_bias"]
 
@@ -42,15 +44,25 @@ def leakage_relative_bias(eta: ArrayLike, benign_mass: ArrayLike, harmful_mass: 
     >>> round(leakage_relative_bias(1e-3, 1e-3, 1.0), 3)
     0.999
     """
-    e, pb, ph = (np.asarray(v, dtype=float) for v in (eta, benign_mass, harmful_mass))
+    e, pb, ph = (as_real_array(v, name, "a number or an array of numbers") for v, name in
+                 ((eta, "eta"), (benign_mass, "benign_mass"), (harmful_mass, "harmful_mass")))
     if not np.all((e > 0) & (e <= 1)):
-        raise ScarceError(f"eta must lie in (0, 1]; got {eta!r}")
+        raise ScarceError(f"eta must lie in (0, 1]; got {show(eta)}")
     if not np.all((pb >= 0) & (pb <= 1)):
-        raise ScarceError(f"benign_mass must lie in [0, 1]; got {benign_mass!r}")
+        raise ScarceError(f"benign_mass must lie in [0, 1]; got {show(benign_mass)}")
     if not np.all((ph > 0) & (ph <= 1)):
         raise ScarceError(f"harmful_mass must lie in (0, 1] (no harmful mass above the threshold "
-                          f"makes the calibration undefined); got {harmful_mass!r}")
-    out = (1.0 - e) / e * pb / ph
+                          f"makes the calibration undefined); got {show(harmful_mass)}")
+    try:
+        e, pb, ph = np.broadcast_arrays(e, pb, ph)
+    except ValueError:
+        raise ScarceError(f"eta, benign_mass and harmful_mass must broadcast to one shape; got "
+                          f"shapes {e.shape}, {pb.shape}, {ph.shape}") from None
+    with np.errstate(over="ignore"):
+        out = (1.0 - e) / e * pb / ph
+    if not np.all(np.isfinite(out)):
+        raise ScarceError(f"eta: the relative bias (1 - eta) / eta * P_b / P_h exceeds float64's "
+                          f"range for eta={show(eta)}, harmful_mass={show(harmful_mass)}")
     return float(out) if out.ndim == 0 else out
 
 
@@ -58,6 +70,8 @@ def leakage_masses(good: ArrayLike, bad: ArrayLike, threshold: float) -> tuple[f
     """Empirical ``(P_b(tau), P_h(tau))``: fractions of good and bad scores ``>= threshold``."""
     g = check_scores(good, name="good", allow_inf=True)
     b = check_scores(bad, name="bad", allow_inf=True)
+    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, (numbers.Real, np.number)):
+        raise ScarceError(f"threshold must be a number, got {show(threshold)} ({type(threshold).__name__})")
     tau = float(threshold)
     if np.isnan(tau):
         raise ScarceError("threshold must be a number, not NaN")

@@ -40,12 +40,18 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.signal import fftconvolve
 
-from scarce._checks import check_scores, is_real
-from scarce.errors import ScarceError, check_in_interval, check_positive_int
+from scarce._checks import check_scores, is_real, power_of_two_scale
+from scarce.errors import ScarceError, check_in_interval, check_positive_int, show
 
 __all__ = ["GridDensities", "knn_kl_divergence", "shared_grid_densities"]
 
 _MIN_GRID, _MAX_GRID = 512, 1 << 16
+#: Largest ``n_grid`` a caller may ask for (8 MB per density).
+_MAX_USER_GRID = 1 << 20
+#: Bandwidth factors allowed: a narrower kernel is finer than the grid can resolve (it would be
+#: replaced by the zero-spread fallback without notice), a wider one smooths both samples into
+#: one blob.
+_MIN_FACTOR, _MAX_FACTOR = 1e-4, 1e4
 _SPAN_IN_BANDWIDTHS = 6.0
 
 
@@ -75,15 +81,16 @@ class GridDensities:
 
 def _bandwidth(x: NDArray[np.float64], bandwidth: str | float, fallback: float) -> float:
     n = x.size
-    if bandwidth == "scott":
+    if isinstance(bandwidth, str) and bandwidth == "scott":
         factor = n ** (-0.2)
-    elif bandwidth == "silverman":
+    elif isinstance(bandwidth, str) and bandwidth == "silverman":
         factor = (n * 0.75) ** (-0.2)
-    elif is_real(bandwidth) and bandwidth > 0:
+    elif is_real(bandwidth) and _MIN_FACTOR <= bandwidth <= _MAX_FACTOR:
         factor = float(bandwidth)
     else:
-        raise ScarceError("bandwidth must be 'scott', 'silverman' or a positive factor multiplying "
-                          f"each sample's standard deviation; got {bandwidth!r}")
+        raise ScarceError("bandwidth must be 'scott', 'silverman' or a factor in "
+                          f"[{_MIN_FACTOR:g}, {_MAX_FACTOR:g}] multiplying each sample's standard "
+                          f"deviation; got {show(bandwidth)}")
     std = float(x.std(ddof=1)) if n > 1 else 0.0
     return max(factor * std, fallback)
 
@@ -113,32 +120,50 @@ def shared_grid_densities(good: NDArray[np.float64], bad: NDArray[np.float64], *
     good, bad : array_like of shape (n_good,), (n_bad,)
         Finite scores of the normal and failure samples (at least 2 each).
     bandwidth : {"scott", "silverman"} or float
-        Bandwidth rule, or a factor multiplying each sample's standard deviation. A sample with
-        zero spread (all ties) gets ``1e-3`` times the pooled standard deviation.
+        Bandwidth rule, or a factor in [1e-4, 1e4] multiplying each sample's standard deviation.
+        A sample with zero spread (all ties) gets ``1e-3`` times the pooled standard deviation
+        (at least ``1e-9`` times the largest ``|score|``, and 1 when every score is 0).
     floor : float
         Smallest bin probability, in (0, 1e-3).
     n_grid : int, optional
-        Number of grid points; default: enough for a spacing of ``h_min / 4``, clipped to
-        [512, 65536].
+        Number of grid points, in [16, 2**20]; default: enough for a spacing of ``h_min / 4``,
+        clipped to [512, 65536].
 
     Returns
     -------
     GridDensities
+        Grid and bandwidths in score units. Scores of extreme magnitude are divided by a power
+        of two first (:func:`scarce._checks.power_of_two_scale`) and the grid scaled back.
     """
     good = check_scores(good, name="good", min_size=2)
     bad = check_scores(bad, name="bad", min_size=2)
     floor = check_in_interval("floor", floor, 0.0, 1e-3, high_open=True)
+    if n_grid is not None:
+        n_grid = check_positive_int("n_grid", n_grid, minimum=16, maximum=_MAX_USER_GRID)
+    scale = power_of_two_scale(good, bad)
+    if scale != 1.0:
+        dens = shared_grid_densities(good / scale, bad / scale, bandwidth=bandwidth, floor=floor,
+                                     n_grid=n_grid)
+        h_good, h_bad = dens.bandwidths
+        with np.errstate(over="ignore"):
+            grid = dens.grid * scale
+        if not (np.isfinite(grid).all() and math.isfinite(max(h_good, h_bad) * scale)):
+            raise ScarceError(
+                "good, bad: the density grid extends 6 bandwidths beyond the scores (up to "
+                f"{max(np.abs(good).max(), np.abs(bad).max()):.3g}), past float64's range; rescale "
+                "the scores (compute_metrics does this itself)")
+        return GridDensities(grid, dens.good, dens.bad, (h_good * scale, h_bad * scale),
+                             dens.weight_bad)
     pooled = np.concatenate([good, bad])
-    scale = float(pooled.std())
-    fallback = 1e-3 * scale if scale > 0 else 1.0
+    # The zero-spread fallback must also stay well above the rounding of the scores themselves
+    # (a constant sample's pooled std is rounding noise, about 1e-16 of its magnitude).
+    fallback = max(1e-3 * float(pooled.std()), 1e-9 * float(np.abs(pooled).max())) or 1.0
     h_good, h_bad = _bandwidth(good, bandwidth, fallback), _bandwidth(bad, bandwidth, fallback)
     h_max, h_min = max(h_good, h_bad), min(h_good, h_bad)
     lo = float(pooled.min()) - _SPAN_IN_BANDWIDTHS * h_max
     hi = float(pooled.max()) + _SPAN_IN_BANDWIDTHS * h_max
     if n_grid is None:
         n_grid = int(np.clip(math.ceil(4 * (hi - lo) / h_min) + 1, _MIN_GRID, _MAX_GRID))
-    else:
-        check_positive_int("n_grid", n_grid, minimum=16)
     grid, dx = np.linspace(lo, hi, n_grid, retstep=True)
     out = []
     for x, h in ((good, h_good), (bad, h_bad)):
@@ -183,9 +208,13 @@ def knn_kl_divergence(p: NDArray[np.float64], q: NDArray[np.float64], k: int = 1
     >>> abs(est - 0.5) < 0.06
     True
     """
-    check_positive_int("k", k)
+    k = check_positive_int("k", k)
     ps = np.sort(check_scores(p, name="p", min_size=k + 1))
     qs = np.sort(check_scores(q, name="q", min_size=k))
+    # The estimate depends on distance ratios only: dividing by a power of two is exact and
+    # keeps distances and the spread of samples near float64's limits finite.
+    scale = power_of_two_scale(ps, qs)
+    ps, qs = ps / scale, qs / scale
     resolution = 1e-9 * max(float(np.concatenate([ps, qs]).std()), 1e-300)
     # Within P the point itself is at distance 0, so its k-th *other* neighbour is the (k+1)-th.
     rho = np.maximum(_kth_neighbour_distance(ps, ps, k + 1), resolution)

@@ -32,8 +32,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from scarce._checks import check_scores
-from scarce.errors import unknown_name_error
+from scarce._checks import check_scores, power_of_two_scale
+from scarce.errors import ScarceError, check_positive_int, unknown_name_error
 from scarce.selection.density import GridDensities, knn_kl_divergence, shared_grid_densities
 
 __all__ = [
@@ -73,7 +73,7 @@ def _jeffreys(good: Array, bad: Array, k: int) -> float:
 # -- shared-grid kernel densities -----------------------------------------------------------------
 def _jensen_shannon(d: GridDensities) -> float:
     m = 0.5 * (d.good + d.bad)
-    return 0.5 * _kl(d.good, m) + 0.5 * _kl(d.bad, m)
+    return float(np.clip(0.5 * _kl(d.good, m) + 0.5 * _kl(d.bad, m), 0.0, np.log(2.0)))
 
 
 def _bhattacharyya(d: GridDensities) -> float:
@@ -85,26 +85,40 @@ def _hellinger(d: GridDensities) -> float:
 
 
 def _overlap(d: GridDensities) -> float:
-    return float(np.sum(np.minimum(d.good, d.bad)))
+    # Each density sums to 1 only up to rounding, so the sum of minima can exceed 1 by an ulp.
+    return float(np.clip(np.sum(np.minimum(d.good, d.bad)), 0.0, 1.0))
 
 
 def _mutual_information(d: GridDensities) -> float:
     w = d.weight_bad
     m = (1.0 - w) * d.good + w * d.bad
-    return (1.0 - w) * _kl(d.good, m) + w * _kl(d.bad, m)
+    return max(0.0, (1.0 - w) * _kl(d.good, m) + w * _kl(d.bad, m))
 
 
 # -- sample-based -------------------------------------------------------------------------------
+def _rounding_level(g: Array, b: Array) -> float:
+    """Spread or gap below which a difference is float64 rounding of the scores, not signal."""
+    top = max(float(np.abs(g).max(initial=0.0)), float(np.abs(b).max(initial=0.0)))
+    return 8.0 * np.finfo(np.float64).eps * top
+
+
 def cohens_d(good: ArrayLike, bad: ArrayLike) -> float:
     """Cohen's d: ``(mean_bad - mean_good) / s_pooled``.
 
     ``s_pooled^2 = ((n_g - 1) s_g^2 + (n_b - 1) s_b^2) / (n_g + n_b - 2)``. Signed: positive when
-    bad scores sit higher. Returns ``+-inf`` (or 0) when both samples have zero spread.
+    bad scores sit higher. Returns ``+-inf`` (or 0) when both samples have zero spread; spreads
+    and gaps at the level of float64 rounding of the scores count as zero (two copies of one
+    constant give 0, not the ratio of two rounding errors).
     """
-    g, b = np.asarray(good, dtype=float), np.asarray(bad, dtype=float)
+    g = check_scores(good, name="good", min_size=2)
+    b = check_scores(bad, name="bad", min_size=2)
+    scale = power_of_two_scale(g, b)  # scale-free: keeps the variances of extreme scores finite
+    g, b = g / scale, b / scale
+    tiny = _rounding_level(g, b)
     pooled = ((g.size - 1) * g.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (g.size + b.size - 2)
     gap = float(b.mean() - g.mean())
-    if pooled <= 0:
+    gap = 0.0 if abs(gap) <= tiny else gap
+    if not np.sqrt(pooled) > tiny:
         return 0.0 if gap == 0 else float(np.copysign(np.inf, gap))
     return gap / float(np.sqrt(pooled))
 
@@ -114,16 +128,19 @@ def auc(good: ArrayLike, bad: ArrayLike) -> float:
 
     Computed from mid-ranks (Mann-Whitney U / (n_good n_bad)); O(n log n).
     """
-    g, b = np.asarray(good, dtype=float), np.asarray(bad, dtype=float)
+    g = check_scores(good, name="good", allow_inf=True)
+    b = check_scores(bad, name="bad", allow_inf=True)
     ranks = stats.rankdata(np.concatenate([g, b]))
     u = ranks[g.size:].sum() - b.size * (b.size + 1) / 2.0
     return float(u / (g.size * b.size))
 
 
 def _fisher_ratio(good: Array, bad: Array) -> float:
+    tiny = _rounding_level(good, bad)
     spread = good.var(ddof=1) + bad.var(ddof=1)
-    gap2 = float((bad.mean() - good.mean()) ** 2)
-    if spread <= 0:
+    gap = float(bad.mean() - good.mean())
+    gap2 = 0.0 if abs(gap) <= tiny else gap * gap
+    if not np.sqrt(spread) > tiny:
         return 0.0 if gap2 == 0 else float(np.inf)
     return gap2 / float(spread)
 
@@ -235,9 +252,20 @@ def compute_metrics(names: Iterable[str], good: ArrayLike, bad: ArrayLike, *, k:
     dict
         Name -> value.
     """
+    if isinstance(names, str):
+        raise ScarceError(f"names must be an iterable of metric names, not the string {names!r}; "
+                          f"write [{names!r}]")
     specs = [metric_spec(n) for n in names]
     g = check_scores(good, name="good", min_size=2)
     b = check_scores(bad, name="bad", min_size=2)
+    k = check_positive_int("k", k)
+    if k >= min(g.size, b.size) and any(spec.estimator == "knn" for spec in specs):
+        raise ScarceError(f"k must be smaller than both sample sizes for the k-NN divergences; got "
+                          f"k={k} with {g.size} good and {b.size} bad scores")
+    # Every metric is scale-invariant except the two distances, scaled back below: dividing by
+    # a power of two (exact) keeps squares and spreads of extreme scores finite.
+    scale = power_of_two_scale(g, b)
+    g, b = g / scale, b / scale
     dens: GridDensities | None = None
     out = {}
     for spec in specs:
@@ -247,9 +275,24 @@ def compute_metrics(names: Iterable[str], good: ArrayLike, bad: ArrayLike, *, k:
             if dens is None:
                 dens = shared_grid_densities(g, b, bandwidth=bandwidth, floor=floor, n_grid=n_grid)
             out[spec.name] = spec.function(dens)
+        elif spec.name in _IN_SCORE_UNITS:
+            out[spec.name] = _unscale(spec.name, spec.function(g, b), scale)
         else:
             out[spec.name] = spec.function(g, b)
     return out
+
+
+#: Metrics measured in score units (the others are scale-invariant).
+_IN_SCORE_UNITS = ("wasserstein", "energy")
+
+
+def _unscale(name: str, value: float, scale: float) -> float:
+    """``value * scale``, or a :class:`ScarceError` when that exceeds float64's range."""
+    out = value * scale
+    if not np.isfinite(out):
+        raise ScarceError(f"{name}: the distance between the good and bad scores is about "
+                          f"{value:.3g} * {scale:.3g}, beyond float64's range; rescale the scores")
+    return float(out)
 
 
 def compute_metric(name: str, good: ArrayLike, bad: ArrayLike, **options: Any) -> float:

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
+from scarce._checks import as_real_array
 from scarce.errors import ScarceError, check_in_interval, check_positive_int, unknown_name_error
 from scarce.seeding import SeedLike, as_generator
 
@@ -33,7 +34,8 @@ _TOL = 1e-12
 
 
 def _paired(x: ArrayLike, y: ArrayLike, min_n: int = 3) -> tuple[NDArray, NDArray]:
-    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    a = as_real_array(x, "x", "a 1-D array of numbers")
+    b = as_real_array(y, "y", "a 1-D array of numbers")
     if a.ndim != 1 or a.shape != b.shape:
         raise ScarceError(f"x and y must be 1-D arrays of equal length; got shapes {a.shape} "
                           f"and {b.shape}")
@@ -117,8 +119,8 @@ def permutation_pvalue(x: ArrayLike, y: ArrayLike, *, alternative: str = "greate
         Exact: ``#{perm : rho* beyond rho} / n!``; Monte Carlo: ``(1 + count) / (1 + B)``.
         NaN when rho is undefined (a constant input).
     """
-    if alternative not in ALTERNATIVES:
-        raise unknown_name_error("alternative", alternative, ALTERNATIVES)
+    if not isinstance(alternative, str) or alternative not in ALTERNATIVES:
+        raise unknown_name_error("alternative", str(alternative), ALTERNATIVES)
     exact_max_n = check_positive_int("exact_max_n", exact_max_n)
     if exact_max_n > 10:
         raise ScarceError(f"exact_max_n must be <= 10 (10! = 3.6e6 permutations); "

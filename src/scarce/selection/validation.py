@@ -53,7 +53,13 @@ GroupValues = Mapping[Hashable, Mapping[Hashable, float]]
 
 
 def _columns(**cols: ArrayLike) -> dict[str, np.ndarray]:
-    arrays = {k: np.asarray(v) for k, v in cols.items()}
+    arrays = {}
+    for k, v in cols.items():
+        try:
+            arrays[k] = np.asarray(v)
+        except Exception as exc:  # noqa: BLE001 - ragged lists and odd objects
+            raise ScarceError(f"{k} must be a 1-D column (array, list or pandas column); got a "
+                              f"{type(v).__name__} numpy cannot read ({type(exc).__name__})") from None
     lengths = {k: a.shape for k, a in arrays.items()}
     n = next(iter(arrays.values())).shape
     if any(a.ndim != 1 or a.shape != n for a in arrays.values()):
@@ -105,24 +111,44 @@ def metric_values(scores: Mapping[Hashable, Mapping[Hashable, tuple[ArrayLike, A
     for m in metrics:
         metric_spec(m)
     out: dict[str, dict[Hashable, dict[Hashable, float]]] = {m: {} for m in metrics}
+    _check_nested("scores", scores, "(good_scores, bad_scores)")
     for fam, groups in scores.items():
-        for grp, (good, bad) in groups.items():
+        for grp, pair in groups.items():
+            good, bad = _score_pair(pair, f"scores[{fam!r}][{grp!r}]")
             values = compute_metrics(metrics, good, bad, **density_options)
             for m in metrics:
                 out[m].setdefault(fam, {})[grp] = values[m]
     return out
 
 
+def _check_nested(name: str, value: object, leaf: str) -> None:
+    """Raise unless ``value`` maps families to mappings of groups (the nested inputs here)."""
+    if not isinstance(value, Mapping) or not all(isinstance(v, Mapping) for v in value.values()):
+        raise ScarceError(f"{name} must map family -> (mapping group -> {leaf}); got "
+                          f"{type(value).__name__}")
+
+
+def _score_pair(pair: object, where: str) -> tuple[ArrayLike, ArrayLike]:
+    """``(good, bad)`` from a 2-item sequence, or a :class:`ScarceError` naming ``where``."""
+    if isinstance(pair, (str, bytes, Mapping)) or not hasattr(pair, "__len__") or len(pair) != 2:
+        raise ScarceError(f"{where} must be a pair (good_scores, bad_scores); got {type(pair).__name__}")
+    return pair[0], pair[1]
+
+
 def _matrix(values: GroupValues) -> tuple[list, list, np.ndarray]:
+    _check_nested("values", values, "metric value")
     families = list(values)
     if not families:
         raise ScarceError("values must hold at least one family")
     groups = list(dict.fromkeys(g for fam in families for g in values[fam]))
+    if not groups:
+        raise ScarceError("values must give each family a value for at least one group; got none")
     missing = [(f, g) for f in families for g in groups if g not in values[f]]
     if missing:
         raise ScarceError(f"values must give every family a value for every group; missing "
                           f"(family, group) pairs: {missing[:5]}")
-    return families, groups, np.array([[values[f][g] for g in groups] for f in families], float)
+    table = check_scores([values[f][g] for f in families for g in groups], name="values", allow_inf=True)
+    return families, groups, table.reshape(len(families), len(groups))
 
 
 def selector_values(values: GroupValues, metric: str, how: str = "worst") -> dict[Hashable, float]:
@@ -177,6 +203,16 @@ class SelectorValidation:
         return len(self.errors)
 
 
+def _family_errors(errors: Mapping[Hashable, float], families: list) -> np.ndarray:
+    """The finite downstream error of each family, in order, or a :class:`ScarceError`."""
+    if not isinstance(errors, Mapping):
+        raise ScarceError(f"errors must map family -> downstream error; got {type(errors).__name__}")
+    missing = [f for f in families if f not in errors]
+    if missing:
+        raise ScarceError(f"errors has no downstream error for families {missing}")
+    return check_scores([errors[f] for f in families], name="errors")
+
+
 def validate_selector(values: GroupValues, errors: Mapping[Hashable, float], *, metric: str,
                       how: str = "worst", level: float = 0.95, n_resamples: int = 2000,
                       n_permutations: int = 9999, seed: SeedLike = None) -> SelectorValidation:
@@ -206,15 +242,17 @@ def validate_selector(values: GroupValues, errors: Mapping[Hashable, float], *, 
     SelectorValidation
     """
     spec = metric_spec(metric)
-    if how not in AGGREGATIONS:
+    if not isinstance(how, str) or how not in AGGREGATIONS:
         raise unknown_name_error("aggregation", how, AGGREGATIONS)
     families, groups, v = _matrix(values)
-    missing = [f for f in families if f not in errors]
-    if missing:
-        raise ScarceError(f"errors has no downstream error for families {missing}")
+    target = -_family_errors(errors, families)
     sign = 1.0 if spec.higher_is_better else -1.0
-    target = -np.array([float(errors[f]) for f in families])
     sel = np.asarray(aggregate_array(v, spec.higher_is_better, how, axis=1))
+    if not np.isfinite(sel).all():
+        bad = [f for f, x in zip(families, sel.tolist(), strict=True) if not np.isfinite(x)]
+        raise ScarceError(f"values: the {how} {metric} of families {bad[:5]} is not finite, so the "
+                          "families cannot be ranked by it (cohens_d and fisher_ratio are infinite "
+                          "when a group's good and bad scores both have zero spread)")
     oriented = sign * sel
     logo = [spearman(sign * aggregate_array(np.delete(v, j, axis=1), spec.higher_is_better, how,
                                             axis=1), target)
@@ -234,7 +272,7 @@ def validate_selector(values: GroupValues, errors: Mapping[Hashable, float], *, 
         bootstrap_interval=bootstrap_interval(oriented, target, level=level,
                                               n_resamples=n_resamples, seed=boot_rng),
         selector=dict(zip(families, sel.tolist(), strict=True)),
-        errors={f: float(errors[f]) for f in families},
+        errors=dict(zip(families, (-target).tolist(), strict=True)),
     )
 
 
