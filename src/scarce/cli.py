@@ -56,6 +56,11 @@ def estimate(
     from scarce.kernels import make_kernel
     from scarce.problems import make_problem
 
+    try:
+        _check_report_options(confidence, delta)
+    except ScarceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
     params: dict[str, object] = {}
     if problem == "four_branch":
         params["k"] = k
@@ -92,12 +97,22 @@ def estimate(
         typer.echo(f"warning: {w.message}", err=True)
 
 
+def _check_report_options(confidence: float, delta: float) -> None:
+    """--confidence and --delta checked before the run (they are used only to report it)."""
+    from scarce.errors import check_in_interval
+
+    check_in_interval("--confidence", confidence, 0.0, 1.0, high_open=True)
+    check_in_interval("--delta", delta, 0.0, 1.0, high_open=True)
+
+
 def _with_progress(estimator, problem, seed):  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     expected = None
-    if problem.exact_probability and getattr(estimator, "level_probability", None):
-        expected = max(1, math.ceil(math.log(problem.exact_probability) / math.log(estimator.level_probability)))
+    exact, p0 = problem.exact_probability, getattr(estimator, "level_probability", None)
+    # only a guess for the bar's length: bad values are the estimator's to report, not a crash here
+    if isinstance(exact, float) and isinstance(p0, (int, float)) and 0 < exact < 1 and 0 < p0 < 1:
+        expected = max(1, math.ceil(math.log(exact) / math.log(p0)))
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} levels"),
         TimeElapsedColumn(), transient=True,
@@ -132,16 +147,18 @@ def vision(
     from pathlib import Path
 
     from scarce.applications.vision.pipeline import build_context
+    from scarce.applications.vision.problem import resolve_device
     from scarce.applications.vision.protocol import VisionRun, get_preset, parse_overrides
     from scarce.errors import ScarceError, ScarceWarning
     from scarce.experiments.executors import executor_from_options
-    from scarce.experiments.store import ResultStore
-    from scarce.reporting.vision import head_to_head, rank_rulers, result_rows, write_report
+    from scarce.experiments.store import ResultStore, check_run_dir
 
     overrides = {k: v for k, v in {"scale": scale, "noise": noise, "seed": seed}.items() if v is not None}
     try:
+        check_run_dir(run_dir)
         overrides = {**parse_overrides(settings or [], preset), **overrides}
-        chosen = get_preset(preset, **overrides)
+        chosen = get_preset(preset, **overrides)  # checks every setting and the resource bounds
+        resolve_device(device)  # before anything is written
         pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
         # connect first: an unreachable scheduler is an error before anything is written
         with pool, warnings.catch_warnings():
@@ -155,19 +172,40 @@ def vision(
     except ScarceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc
+    except OSError as exc:  # a file the run reads or writes (disk full, permissions, a bad name)
+        typer.echo(f"error: {_describe_os_error(exc)}", err=True)
+        raise typer.Exit(code=2) from exc
+    try:
+        _vision_report(run, chosen, context.info, outcome, Path(run_dir))
+    except OSError as exc:
+        typer.echo(f"error: {_describe_os_error(exc)}", err=True)
+        raise typer.Exit(code=2) from exc
+
+
+def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore[no-untyped-def]
+    """Tables and the report folder of a finished vision run."""
+    from scarce.reporting.tables import print_vision_tables
+    from scarce.reporting.vision import head_to_head, rank_rulers, result_rows, write_report
+
     frame = result_rows(run.store)
-    report = write_report(frame, Path(run_dir) / "report", context={
-        "preset": chosen.name, "noise": f"{chosen.noise} {chosen.scale}", "data": context.info["data"],
-        "classifier test accuracy": f"{context.info['test_accuracy']:.4f}",
+    report = write_report(frame, run_dir / "report", context={
+        "preset": chosen.name, "noise": f"{chosen.noise} {chosen.scale}", "data": info["data"],
+        "classifier test accuracy": f"{info['test_accuracy']:.4f}",
         "ruler separation on held-out seeds (AUC)": ", ".join(
-            f"{k} {v:.3f}" for k, v in sorted(context.info["ruler_auc_heldout"].items(), key=lambda kv: -kv[1])),
+            f"{k} {v:.3f}" for k, v in sorted(info["ruler_auc_heldout"].items(), key=lambda kv: -kv[1])),
         "screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
         "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"]),
     })
-    from scarce.reporting.tables import print_vision_tables
-
     print_vision_tables(rank_rulers(frame), head_to_head(frame))
     typer.echo(f"report: {report}")
+
+
+def _describe_os_error(error: OSError) -> str:
+    """One line for a file-system error: the path, the reason and what to check."""
+    where = f" {str(error.filename)!r}" if error.filename is not None else ""
+    reason = error.strerror or str(error) or type(error).__name__
+    return (f"cannot access{where}: {reason} ({type(error).__name__}); check that the run directory is a "
+            "writable directory with free space and a valid name")
 
 
 def _add_subcommands() -> None:

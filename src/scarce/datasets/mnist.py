@@ -30,6 +30,8 @@ import functools
 import gzip
 import hashlib
 import importlib
+import io
+import math
 import os
 import tempfile
 import types
@@ -38,7 +40,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,6 +50,7 @@ from scarce.errors import ScarceError, check_positive_int
 
 __all__ = [
     "EMBEDDED_SOURCE",
+    "MAX_IDX_BYTES",
     "MNIST_FILES",
     "MNIST_MIRRORS",
     "MnistSplits",
@@ -95,44 +98,130 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 # --------------------------------------------------------------------------- IDX format
 
-def _read_bytes(path: Path) -> bytes:
-    """The file's content, gunzipped when it starts with the gzip magic bytes."""
-    data = path.read_bytes()
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise ScarceError(f"{path} is a truncated or corrupt gzip file ({exc}); "
-                              "delete it and download it again") from None
-    return data
+#: Largest IDX payload read, in bytes (full MNIST's largest file holds 47 MB). A header declaring
+#: more is refused before anything else is read.
+MAX_IDX_BYTES = 1 << 30
+#: Deflate expands at most about 1032:1, so a gzip file of ``n`` bytes holds less than this times n.
+_DEFLATE_MAX_RATIO = 1032
+_CHUNK = 1 << 20
 
 
-def _parse_idx(data: bytes, path: Path) -> NDArray:
-    if len(data) < 4:
-        raise ScarceError(f"{path} is truncated: {len(data)} byte(s), an IDX header needs at least 4")
-    if data[0] != 0 or data[1] != 0:
-        raise ScarceError(f"{path} is not an IDX file: it starts with bytes {data[:4].hex(' ')}, "
+def _read_upto(stream: Any, n: int) -> bytes:
+    """Up to ``n`` bytes from ``stream`` (fewer only at its end), read in bounded chunks."""
+    parts, left = [], n
+    while left > 0:
+        part = stream.read(min(left, _CHUNK))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _idx_header(stream: Any, path: Path) -> tuple[bytes, tuple[int, ...], np.dtype]:
+    """Read and check the IDX header: magic bytes, type code, dimensions."""
+    head = _read_upto(stream, 4)
+    if len(head) < 4:
+        raise ScarceError(f"{path} is truncated: {len(head)} byte(s), an IDX header needs at least 4")
+    if head[0] != 0 or head[1] != 0:
+        raise ScarceError(f"{path} is not an IDX file: it starts with bytes {head.hex(' ')}, "
                           "expected 00 00 <type> <ndim>")
-    code, ndim = data[2], data[3]
+    code, ndim = head[2], head[3]
     if code not in _IDX_DTYPES:
         allowed = ", ".join(f"0x{c:02X}" for c in _IDX_DTYPES)
         raise ScarceError(f"{path} has IDX type code 0x{code:02X}; allowed: {allowed}")
     if ndim == 0:
         raise ScarceError(f"{path} declares 0 dimensions; an IDX array needs at least 1")
-    header = 4 + 4 * ndim
-    if len(data) < header:
-        raise ScarceError(f"{path} is truncated: {len(data)} bytes, its header alone needs {header}")
-    dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
-    dtype = np.dtype(_IDX_DTYPES[code])
-    expected = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-    found = len(data) - header
-    if found < expected:
+    raw_dims = _read_upto(stream, 4 * ndim)
+    if len(raw_dims) < 4 * ndim:
+        raise ScarceError(f"{path} is truncated: {4 + len(raw_dims)} bytes, its header alone needs {4 + 4 * ndim}")
+    dims = tuple(int(d) for d in np.frombuffer(raw_dims, dtype=">u4"))
+    return head + raw_dims, dims, np.dtype(_IDX_DTYPES[code])
+
+
+def _check_declared(path: Path, dims: tuple[int, ...], itemsize: int, found: int | None) -> int:
+    """The declared payload (bytes) checked against the limit and, for a raw file, the bytes present."""
+    expected = math.prod(dims) * itemsize
+    # an empty dimension makes the payload empty, but the other dimensions must still fit in memory
+    nominal = math.prod(max(d, 1) for d in dims) * itemsize
+    if nominal > MAX_IDX_BYTES:
+        raise ScarceError(f"{path} declares shape {dims} ({expected} bytes of data), above the limit of "
+                          f"{MAX_IDX_BYTES} bytes (scarce.datasets.mnist.MAX_IDX_BYTES); the file is corrupt "
+                          "or not an IDX file of images")
+    if found is not None and found < expected:
         raise ScarceError(f"{path} is truncated: its header declares shape {dims} ({expected} bytes of "
                           f"data) but only {found} bytes follow")
-    if found > expected:
+    if found is not None and found > expected:
         raise ScarceError(f"{path} has {found - expected} extra bytes after the {expected} bytes its "
                           f"header declares for shape {dims}")
-    array = np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+    return expected
+
+
+def _read_stream(stream: Any, path: Path, raw_size: int | None, gz: tuple[int, int | None] | None) -> bytes:
+    """Header and payload of an IDX stream; every size is checked before the payload is read."""
+    header, dims, dtype = _idx_header(stream, path)
+    expected = _check_declared(path, dims, dtype.itemsize, None if raw_size is None else raw_size - len(header))
+    if gz is not None:
+        size, trailer = gz
+        total = len(header) + expected
+        if (trailer is not None and trailer != total % 2**32) or total > size * _DEFLATE_MAX_RATIO + 1024:
+            raise ScarceError(f"{path} is a truncated or corrupt gzip file: its IDX header declares {total} "
+                              f"uncompressed bytes, its gzip trailer records {trailer} (mod 2**32) for "
+                              f"{size} compressed bytes; delete it and download it again")
+    data = _read_upto(stream, expected)
+    if len(data) < expected:
+        raise ScarceError(f"{path} is truncated: its header declares shape {dims} ({expected} bytes of "
+                          f"data) but only {len(data)} bytes follow")
+    if stream.read(1):
+        raise ScarceError(f"{path} has extra bytes after the {expected} bytes its header declares for "
+                          f"shape {dims}")
+    return header + data
+
+
+def _gzip_trailer(handle: Any, size: int) -> int | None:
+    """ISIZE of a gzip file (its uncompressed size mod 2**32), or None if it is too short to hold one."""
+    if size < 18:
+        return None
+    handle.seek(size - 4)
+    trailer = int.from_bytes(handle.read(4), "little")
+    handle.seek(0)
+    return trailer
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The IDX content of a file (gunzipped when it starts with the gzip magic bytes), checked.
+
+    The header is read first; its declared shape is checked against :data:`MAX_IDX_BYTES`, the
+    file size (raw) or the gzip trailer and the largest deflate ratio (gzip), and only the declared
+    number of bytes is then read or decompressed, so a huge or hostile file costs no more than
+    its header claims.
+    """
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ScarceError(f"cannot read {path}: {exc.strerror or exc} ({type(exc).__name__})") from None
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        compressed = handle.read(2) == _GZIP_MAGIC
+        handle.seek(0)
+        if not compressed:
+            return _read_stream(handle, path, size, None)
+        trailer = _gzip_trailer(handle, size)
+        try:
+            with gzip.GzipFile(fileobj=handle, mode="rb") as stream:
+                return _read_stream(stream, path, None, (size, trailer))
+        except (EOFError, OSError, zlib.error) as exc:
+            raise ScarceError(f"{path} is a truncated or corrupt gzip file ({exc}); "
+                              "delete it and download it again") from None
+
+
+def _parse_idx(data: bytes, path: Path) -> NDArray:
+    """The array of IDX content already checked by :func:`_read_bytes` (checked again, cheaply)."""
+    header, dims, dtype = _idx_header(io.BytesIO(data), path)
+    _check_declared(path, dims, dtype.itemsize, len(data) - len(header))
+    array = np.frombuffer(data, dtype=dtype, offset=len(header)).reshape(dims)
     return array.astype(dtype.newbyteorder("="))   # native byte order, writable copy
 
 
@@ -151,8 +240,10 @@ def read_idx(path: PathLike) -> NDArray:
     Raises
     ------
     ScarceError
-        The file is not IDX (bad magic number or type code), or it is truncated or too long for
-        the shape its header declares; the message names the file.
+        The file is not IDX (bad magic number or type code), it is truncated or too long for
+        the shape its header declares, its header declares more than :data:`MAX_IDX_BYTES`, or
+        it cannot be read; the message names the file. Nothing beyond the declared size is read
+        or decompressed.
     FileNotFoundError
         The file does not exist.
     """

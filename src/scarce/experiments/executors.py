@@ -277,8 +277,39 @@ def _check_threads(threads: int | None) -> int | None:
     return None if threads is None else check_positive_int("threads_per_task", threads)
 
 
+#: Seconds between two checks of a pool worker that the process that started it is alive.
+PARENT_POLL_SECONDS = 0.5
+
+
+def _watch_parent(parent: int, interval: float) -> None:
+    """Exit this process as soon as its parent is gone (it was reparented)."""
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os._exit(1)
+
+
+def _die_with_parent(interval: float = PARENT_POLL_SECONDS) -> None:
+    """In a pool worker: a daemon thread that ends the worker when the parent process dies.
+
+    ``concurrent.futures`` workers block on their task queue and outlive a parent killed with
+    SIGKILL (which runs no clean-up), and they keep multiprocessing's resource tracker alive
+    with them. Polling ``os.getppid()`` works on every POSIX system and with any thread having
+    started the pool (``PR_SET_PDEATHSIG`` would fire when the *thread* that spawned the worker
+    ends). On Windows, where the parent id does not change, this does nothing.
+    """
+    if os.name != "posix":
+        return
+    import threading
+
+    threading.Thread(target=_watch_parent, args=(os.getppid(), interval), name="scarce-parent-watchdog",
+                     daemon=True).start()
+
+
 def _process_init(payload: bytes, threads: int | None) -> None:
-    """Worker initializer: receive ``(fn, shared)`` once and keep them for every task."""
+    """Worker initializer: end with the parent; receive ``(fn, shared)`` once for every task."""
+    _die_with_parent()
     _WORKER["fn"], _WORKER["shared"] = pickle.loads(payload)
     _WORKER["threads"] = threads
 

@@ -5,7 +5,11 @@ samples from the :math:`c`-th child of ``SeedSequence(seed).spawn``, so the tota
 whichever executor runs the chunks and in whatever order, and a chunk's seed does not depend on
 the total budget (raising ``n_samples`` later reuses the chunks already done). Each finished
 chunk's counts are checkpointed in a :class:`~scarce.experiments.store.ResultStore`; an
-interrupted run resumes with the chunks not stored yet. The reduce step sums failures:
+interrupted run resumes with the chunks not stored yet. A checkpoint directory is tied to
+everything that determines the numbers: the problem (its name, dimension and a fingerprint of
+its outputs on a fixed probe batch), the seed, ``chunk_size``, ``batch_size`` and ``dtype``; a
+stored chunk is reused only when its recorded sample count is the count this run needs for it
+(a partial last chunk of a smaller budget is recomputed as a full one). The reduce step sums failures:
 :math:`\hat P = \sum_c K_c / \sum_c n_c`, with the exact Clopper-Pearson interval of
 :class:`~scarce.estimators.MonteCarlo` (the result is the same type).
 """
@@ -13,6 +17,7 @@ interrupted run resumes with the chunks not stored yet. The reduce step sums fai
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import os
 import time
@@ -22,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from scarce.errors import ScarceError, check_positive_int
-from scarce.experiments.executors import Executor, run_grid
+from scarce.experiments.executors import Executor, SerialExecutor, run_grid
 from scarce.experiments.store import ResultStore
+from scarce.normals import check_dtype
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
 
@@ -58,14 +64,44 @@ def _factory_name(factory: Any) -> str:
     return f"{getattr(factory, '__module__', '?')}.{qualname}"
 
 
-def _chunk(task: tuple[int, int, list[int], int], shared: Any) -> dict[str, Any]:
-    """One chunk: ``n`` samples from the chunk's own seed; returns its counts."""
+#: Points of the probe batch whose outputs fingerprint a problem, and the seed they are drawn from.
+PROBE_POINTS = 64
+_PROBE_SEED = 20_240_601
+
+
+def _probe(problem: RareEventProblem, dtype: str) -> str:
+    """sha256 of the problem's outputs on a fixed batch of latent points.
+
+    Two problems that share a name and a dimension but answer differently (another threshold,
+    another model) get different fingerprints, so their checkpoints never mix. Scores are
+    written with 10 significant digits: a float64 score that differs only in its last bits
+    keeps its fingerprint, while a float32 model moved to another device usually changes it
+    (its chunk counts would not be bit-identical either, so its checkpoints are not reused).
+    """
+    from scarce.normals import standard_normal
+
+    u = standard_normal(np.random.default_rng(_PROBE_SEED), (PROBE_POINTS, problem.dim), dtype)
+    score, failed = problem.evaluate_latent(u, where="on the probe batch of the checkpoint fingerprint")
+    digest = hashlib.sha256()
+    digest.update(np.asarray(failed, dtype=np.uint8).tobytes())
+    digest.update(" ".join(f"{value:.10g}" for value in np.asarray(score, dtype=np.float64)).encode())
+    return digest.hexdigest()
+
+
+def _chunk(task: tuple[Any, ...], shared: Any) -> dict[str, Any]:
+    """One chunk: ``n`` samples from the chunk's own seed; returns its counts.
+
+    The task ``("probe", dtype)`` returns the problem's fingerprint instead (run through the
+    same executor as the chunks, so a factory's problem is built where the chunks run).
+    """
     from scarce.estimators import MonteCarlo
 
-    index, n, entropy, batch = task
+    if task[0] == "probe":
+        return {"fingerprint": _probe(_problem(shared), task[1])}
+    index, n, entropy, batch, dtype = task
     seed = np.random.SeedSequence(entropy[0] if len(entropy) == 1 else entropy, spawn_key=(index,))
     start = time.perf_counter()
-    result = MonteCarlo(n_samples=n, batch_size=batch).estimate(_problem(shared), seed=seed)
+    result = MonteCarlo(n_samples=n, batch_size=batch, dtype=dtype).estimate(_problem(shared), seed=seed)
     return {"chunk": index, "n_samples": n, "n_failed": int(result.n_failed),
             "wall": time.perf_counter() - start}
 
@@ -101,13 +137,20 @@ class ChunkedMonteCarlo:
         Samples per chunk: one task and one checkpoint (the last chunk may be smaller).
     batch_size : int
         Points per model call inside a chunk (a memory bound, not a statistical choice).
+    dtype : {"float64", "float32"}
+        Precision of the latent draws (see :class:`~scarce.estimators.MonteCarlo`).
 
     Notes
     -----
     Chunk ``c`` uses ``SeedSequence(seed).spawn(c + 1)[c]``, so its samples depend only on
-    ``seed`` and ``c``. The checkpoint configuration holds the problem's name and dimension, the
-    seed, ``chunk_size`` and ``batch_size`` (not ``n_samples``): a directory refuses another
-    problem or seed, and a larger budget later reuses the stored chunks.
+    ``seed`` and ``c``. The checkpoint configuration holds the problem's name, dimension and
+    probe fingerprint, the seed, ``chunk_size``, ``batch_size`` and ``dtype`` (not ``n_samples``):
+    a directory refuses another problem or seed, and a larger budget later reuses the stored
+    chunks. The fingerprint evaluates the problem on :data:`PROBE_POINTS` fixed latent points
+    (one extra model call per run) rather than trusting its name: names are often defaults
+    (``"problem"``) and two problems of one name can differ in a threshold or a model weight,
+    and evaluating is the only identity check that sees every such difference. A stored chunk
+    counts only when it records the sample count this run needs for it.
 
     Examples
     --------
@@ -121,10 +164,12 @@ class ChunkedMonteCarlo:
 
     method = "monte_carlo"
 
-    def __init__(self, n_samples: int, chunk_size: int = 1_000_000, batch_size: int = 100_000) -> None:
+    def __init__(self, n_samples: int, chunk_size: int = 1_000_000, batch_size: int = 100_000,
+                 dtype: str = "float64") -> None:
         self.n_samples = n_samples
         self.chunk_size = chunk_size
         self.batch_size = batch_size
+        self.dtype = dtype
 
     def chunks(self) -> list[int]:
         """Sizes of the chunks, in order."""
@@ -164,46 +209,107 @@ class ChunkedMonteCarlo:
         """
         sizes = self.chunks()
         batch = check_positive_int("batch_size", self.batch_size)
+        dtype = check_dtype(self.dtype).name
         entropy = _entropy(seed)
-        if isinstance(problem, RareEventProblem):
-            label, dim = name or problem.name, problem.dim
-        elif callable(problem):
-            label, dim = name or _factory_name(problem), None
-        else:
-            raise ScarceError(f"problem must be a RareEventProblem or a factory returning one, got "
-                              f"{type(problem).__name__}")
-        config = {"kind": "chunked_monte_carlo", "problem": label, "dim": dim, "seed": entropy,
-                  "chunk_size": int(self.chunk_size), "batch_size": batch}
-        store: Any = ResultStore(checkpoint_dir, config) if checkpoint_dir is not None else _MemoryStore()
-        tasks = {f"chunk-{i:09d}": (i, n, entropy, batch) for i, n in enumerate(sizes)}
+        label, dim = _identity(problem, name)
         start = time.perf_counter()
-        payloads = run_grid(store, executor, _chunk, tasks, shared=problem, progress=progress,
+        store: Any = _MemoryStore()
+        if checkpoint_dir is not None:
+            config = {"kind": "chunked_monte_carlo", "format": 2, "problem": label, "dim": dim,
+                      "fingerprint": _fingerprint(problem, executor, dtype), "seed": entropy,
+                      "chunk_size": int(self.chunk_size), "batch_size": batch, "dtype": dtype}
+            store = ResultStore(checkpoint_dir, config)
+        tasks = {f"chunk-{i:09d}": (i, n, entropy, batch, dtype) for i, n in enumerate(sizes)}
+        payloads = run_grid(_ChunkStore(store, tasks), executor, _chunk, tasks, shared=problem, progress=progress,
                             seeds={key: {"entropy": entropy, "spawn_key": [task[0]]} for key, task in tasks.items()})
-        missing = [key for key in tasks if key not in payloads]
-        if missing:
-            errors = store.errors()
-            first = errors.get(missing[0], {})
-            raise ScarceError(
-                f"{len(missing)} of {len(tasks)} Monte Carlo chunks failed (first: {missing[0]}: "
-                f"{first.get('type', '?')}: {first.get('message', '?')}); the finished chunks are kept, "
-                f"rerun to compute the rest")
-        n = sum(int(p["n_samples"]) for p in payloads.values())
-        failures = sum(int(p["n_failed"]) for p in payloads.values())
-        p_hat = failures / n
-        cov = math.sqrt((1 - p_hat) / (n * p_hat)) if failures else math.inf
-        level = LevelDiagnostics(
-            level=0, threshold=math.inf, probability=p_hat, cumulative_probability=p_hat, n_seeds=failures,
-            correlation_factor=0.0, cov=cov, n_queries=n, n_failed=failures,
-        )
-        return EstimateResult(
-            method=self.method, probability=p_hat, cov=cov, n_queries=n, n_samples=n, n_failed=failures,
-            reached_failure=True, status="converged", levels=(level,), wall_time=time.perf_counter() - start,
-            level_probability=None, interval="clopper-pearson", problem=label,
-            info={"seed": {"entropy": entropy}, "batch_size": batch, "chunks": len(sizes),
-                  "chunk_size": int(self.chunk_size),
-                  "chunk_seconds": float(sum(float(p["wall"]) for p in payloads.values())),
-                  "checkpoint_dir": None if checkpoint_dir is None else str(checkpoint_dir)},
-        )
+        _check_complete(store, tasks, payloads)
+        return _reduce(payloads, label, time.perf_counter() - start, entropy=entropy, batch_size=batch,
+                       chunks=len(sizes), chunk_size=int(self.chunk_size), dtype=dtype,
+                       checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir))
+
+
+def _reduce(payloads: Mapping[str, Mapping[str, Any]], label: str, wall: float, *, entropy: list[int],
+            **info: Any) -> EstimateResult:
+    """The Monte Carlo result of all chunks: failures and samples summed."""
+    n = sum(int(p["n_samples"]) for p in payloads.values())
+    failures = sum(int(p["n_failed"]) for p in payloads.values())
+    p_hat = failures / n
+    cov = math.sqrt((1 - p_hat) / (n * p_hat)) if failures else math.inf
+    level = LevelDiagnostics(
+        level=0, threshold=math.inf, probability=p_hat, cumulative_probability=p_hat, n_seeds=failures,
+        correlation_factor=0.0, cov=cov, n_queries=n, n_failed=failures,
+    )
+    return EstimateResult(
+        method=ChunkedMonteCarlo.method, probability=p_hat, cov=cov, n_queries=n, n_samples=n, n_failed=failures,
+        reached_failure=True, status="converged", levels=(level,), wall_time=wall,
+        level_probability=None, interval="clopper-pearson", problem=label,
+        info={"seed": {"entropy": entropy}, "batch_size": info["batch_size"], "chunks": info["chunks"],
+              "chunk_size": info["chunk_size"], "dtype": info["dtype"],
+              "chunk_seconds": float(sum(float(p["wall"]) for p in payloads.values())),
+              "checkpoint_dir": info["checkpoint_dir"]},
+    )
+
+
+def _identity(problem: Any, name: str | None) -> tuple[str, int | None]:
+    """The problem's label and dimension for the checkpoint configuration (checked)."""
+    if name is not None and not (isinstance(name, str) and name.strip()):
+        raise ScarceError(f"name must be a non-empty string or None, got {name!r}")
+    if isinstance(problem, RareEventProblem):
+        return name or problem.name, problem.dim
+    if callable(problem):
+        return name or _factory_name(problem), None
+    raise ScarceError(f"problem must be a RareEventProblem or a factory returning one, got "
+                      f"{type(problem).__name__}")
+
+
+def _fingerprint(problem: Any, executor: Executor | None, dtype: str) -> str:
+    """The probe fingerprint of the problem, computed where the chunks run."""
+    runner = executor if executor is not None else SerialExecutor()
+    return str(runner.map(_chunk, [("probe", dtype)], shared=problem)[0]["fingerprint"])
+
+
+def _check_complete(store: Any, tasks: Mapping[str, Any], payloads: Mapping[str, Any]) -> None:
+    """Raise naming the first chunk that failed, if any did (the finished ones stay stored)."""
+    missing = [key for key in tasks if key not in payloads]
+    if missing:
+        first = store.errors().get(missing[0], {})
+        raise ScarceError(
+            f"{len(missing)} of {len(tasks)} Monte Carlo chunks failed (first: {missing[0]}: "
+            f"{first.get('type', '?')}: {first.get('message', '?')}); the finished chunks are kept, "
+            f"rerun to compute the rest")
+
+
+class _ChunkStore:
+    """A store seen through the chunks of this run: a stored chunk counts only if it matches.
+
+    A checkpoint of chunk ``c`` is reused only when it records chunk ``c`` with exactly the
+    sample count this run needs for it and a failure count in ``0..n``; anything else (the
+    partial last chunk of a smaller budget, a damaged record) is recomputed and overwritten.
+    """
+
+    def __init__(self, store: Any, tasks: Mapping[str, tuple[Any, ...]]) -> None:
+        self._store, self._tasks = store, tasks
+
+    def load(self, key: str) -> dict[str, Any] | None:
+        payload = self._store.load(key)
+        if payload is None:
+            return None
+        index, n = self._tasks[key][0], self._tasks[key][1]
+        try:
+            ok = (int(payload["chunk"]) == index and int(payload["n_samples"]) == n
+                  and 0 <= int(payload["n_failed"]) <= n and math.isfinite(float(payload["wall"])))
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        return payload if ok else None
+
+    def save(self, key: str, payload: Mapping[str, Any], *, seed: Any = None) -> None:
+        self._store.save(key, payload, seed=seed)
+
+    def save_error(self, key: str, error: BaseException) -> None:
+        self._store.save_error(key, error)
+
+    def errors(self) -> dict[str, dict[str, Any]]:
+        return self._store.errors()
 
 
 class _MemoryStore:

@@ -10,7 +10,13 @@ Each task file is written atomically (a temporary file in the same directory, fl
 ``os.replace``), so a reader sees either the whole file or none. A file that does not parse or
 whose checksum does not match (a partial write by another tool, a disk error) is reported and
 treated as missing, so the task is recomputed. Opening a run directory made with a different
-configuration is refused: results of two configurations never mix.
+configuration is refused: results of two configurations never mix, and a ``config.json`` whose
+stored fingerprint is not the sha256 of the configuration it holds is refused as damaged.
+
+Every file-system failure (a run directory that is a file, a name too long, a read-only
+directory, a full disk) and every unreadable configuration (not JSON, nested too deep) is a
+:class:`~scarce.errors.ScarceError` that names the path and the reason; a failed write leaves
+the previous file intact (see :mod:`scarce._atomic`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 from scarce._atomic import atomic_write_text
 from scarce.errors import ScarceError, ScarceWarning
 
-__all__ = ["CorruptResultWarning", "ResultStore", "config_fingerprint", "provenance"]
+__all__ = ["CorruptResultWarning", "ResultStore", "RunDirectoryError", "check_run_dir", "config_fingerprint", "provenance"]
 
 
 class CorruptResultWarning(ScarceWarning):
@@ -85,6 +91,62 @@ def provenance() -> dict[str, Any]:
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
+#: What reading a JSON file can raise on damaged content (RecursionError: nested too deep).
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, RecursionError)
+
+
+class RunDirectoryError(ScarceError, OSError):
+    """A file of a run directory could not be read or written (full disk, permissions, a bad name).
+
+    Both a :class:`~scarce.errors.ScarceError` (the clear message the command line prints) and an
+    ``OSError`` (with the original ``errno`` and ``filename``), so code that handles file-system
+    errors keeps working.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _os_error(action: str, path: Path, error: OSError) -> RunDirectoryError:
+    """A clear error for a file-system failure: what was attempted, on which path, and why."""
+    reason = error.strerror or str(error) or type(error).__name__
+    clear = RunDirectoryError(f"cannot {action} {str(path)!r}: {reason} ({type(error).__name__}); check that "
+                              f"the run directory is a writable directory with free space and a valid name")
+    clear.errno, clear.strerror, clear.filename = error.errno, error.strerror, str(path)
+    return clear
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file's content; a ScarceError naming the file when it is unreadable or damaged."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise _os_error("read", path, error) from None
+    except RecursionError:
+        raise ScarceError(f"{str(path)!r} is nested too deeply to be a scarce file; the run directory "
+                          "is damaged or not a scarce run directory") from None
+    except ValueError as error:
+        raise ScarceError(f"{str(path)!r} is not valid JSON ({error}); the run directory is damaged") from None
+
+
+def check_run_dir(root: Any) -> Path:
+    """``root`` as a run-directory path; refuses an empty name (it would mean the current directory)."""
+    try:
+        text = os.fspath(root)
+    except TypeError:
+        raise ScarceError(f"run directory must be a path, got {root!r} ({type(root).__name__})") from None
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text.strip():
+        raise ScarceError(f"run directory must be a non-empty path, got {text!r}; an empty name would "
+                          "write into the current directory")
+    if "\0" in text:
+        raise ScarceError(f"run directory must not contain a NUL character, got {text!r}")
+    return Path(text)
+
+
 def _check_key(key: str) -> str:
     if not key or any(c in key for c in "/\\\0") or key.startswith("."):
         raise ScarceError(f"task key must be a non-empty file name without '/', got {key!r}")
@@ -104,35 +166,60 @@ class ResultStore:
     """
 
     def __init__(self, root: str | os.PathLike[str], config: Mapping[str, Any]):
-        self.root = Path(root)
+        self.root = check_run_dir(root)
         self.config = json.loads(_canonical(dict(config)))
         self.fingerprint = config_fingerprint(self.config)
         config_path = self.root / "config.json"
-        if config_path.exists():
-            stored = json.loads(config_path.read_text(encoding="utf-8"))
-            if stored.get("fingerprint") != self.fingerprint:
-                old = stored.get("config", {})
-                differ = sorted(k for k in set(old) | set(self.config) if old.get(k) != self.config.get(k))
-                raise ScarceError(
-                    f"run directory {self.root} holds results of a different configuration "
-                    f"(keys that differ: {', '.join(differ) or 'none listed'}); use a new directory "
-                    f"or the same configuration, results of two configurations are never mixed"
-                )
-        else:
-            atomic_write_text(config_path, json.dumps(
+        try:
+            if self.root.exists() and not self.root.is_dir():
+                raise ScarceError(f"run directory {str(self.root)!r} exists and is not a directory; pass "
+                                  "a new or existing directory")
+            stored = _read_json(config_path)
+        except FileNotFoundError:
+            stored = None
+        except OSError as error:
+            raise _os_error("open", self.root, error) from None
+        if stored is None:
+            self._write(config_path, json.dumps(
                 {"fingerprint": self.fingerprint, "config": self.config, "created": provenance()},
                 indent=2, sort_keys=True))
+        else:
+            self._check_stored(stored, config_path)
+
+    def _check_stored(self, stored: Any, config_path: Path) -> None:
+        """Refuse a damaged config.json, or one of another configuration (naming the keys)."""
+        old = stored.get("config") if isinstance(stored, dict) else None
+        if not isinstance(old, dict) or stored.get("fingerprint") != config_fingerprint(old):
+            raise ScarceError(f"{str(config_path)!r} is damaged: its fingerprint does not match the "
+                              "configuration it holds; use a new run directory")
+        if stored["fingerprint"] != self.fingerprint:
+            differ = sorted(k for k in set(old) | set(self.config) if old.get(k) != self.config.get(k))
+            raise ScarceError(
+                f"run directory {self.root} holds results of a different configuration "
+                f"(keys that differ: {', '.join(differ) or 'none listed'}); use a new directory "
+                f"or the same configuration, results of two configurations are never mixed"
+            )
+
+    @staticmethod
+    def _write(path: Path, text: str) -> None:
+        """Write a file atomically; a file-system failure is a ScarceError naming the path."""
+        try:
+            atomic_write_text(path, text)
+        except OSError as error:
+            raise _os_error("write", path, error) from None
 
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> ResultStore:
         """An existing run directory with the configuration it was made with (to report on it)."""
-        path = Path(root) / "config.json"
+        path = check_run_dir(root) / "config.json"
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))["config"]
+            config = _read_json(path)["config"]
         except FileNotFoundError:
             raise ScarceError(f"{str(root)!r} is not a run directory (no config.json)") from None
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ScarceError(f"{str(path)!r} is unreadable ({error}); the run directory is damaged") from None
+        except (KeyError, TypeError) as error:
+            raise ScarceError(f"{str(path)!r} is unreadable ({error!r}); the run directory is damaged") from None
+        if not isinstance(config, dict):
+            raise ScarceError(f"{str(path)!r} holds no configuration mapping; the run directory is damaged")
         return cls(root, config)
 
     def _task_path(self, key: str) -> Path:
@@ -149,10 +236,12 @@ class ResultStore:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             payload = data["payload"]
-            ok = data["checksum"] == hashlib.sha256(_canonical(payload).encode()).hexdigest()
-        except (OSError, ValueError, KeyError, TypeError):
+            ok = isinstance(payload, dict) and \
+                data["checksum"] == hashlib.sha256(_canonical(payload).encode()).hexdigest() and \
+                data.get("fingerprint") == self.fingerprint
+        except _UNREADABLE:
             ok = False
-        if not ok or data.get("fingerprint") != self.fingerprint:
+        if not ok:
             warnings.warn(f"result file {path} is corrupted or partial; task {key!r} will be recomputed",
                           CorruptResultWarning, stacklevel=2)
             return None
@@ -166,22 +255,33 @@ class ResultStore:
         body = json.loads(_canonical(dict(payload)))
         record = {"key": key, "fingerprint": self.fingerprint, "seed": seed, "provenance": provenance(),
                   "checksum": hashlib.sha256(_canonical(body).encode()).hexdigest(), "payload": body}
-        atomic_write_text(self._task_path(key), json.dumps(record, indent=1, allow_nan=True))
-        self._error_path(key).unlink(missing_ok=True)
+        self._write(self._task_path(key), json.dumps(record, indent=1, allow_nan=True))
+        try:
+            self._error_path(key).unlink(missing_ok=True)
+        except OSError as error:
+            raise _os_error("remove", self._error_path(key), error) from None
 
     def save_error(self, key: str, error: BaseException) -> None:
         """Record a task that raised (type, message, traceback); the run goes on."""
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        atomic_write_text(self._error_path(key), json.dumps(
+        self._write(self._error_path(key), json.dumps(
             {"key": key, "type": type(error).__name__, "message": str(error), "traceback": text,
              "provenance": provenance()}, indent=1))
 
     def errors(self) -> dict[str, dict[str, Any]]:
         """Recorded task errors by key."""
-        folder = self.root / "errors"
-        return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
+        records = {}
+        for path in sorted((self.root / "errors").glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except _UNREADABLE as error:
+                record = {"key": path.stem, "type": "unreadable", "message": f"{path} is damaged ({error!r})"}
+            records[path.stem] = record if isinstance(record, dict) else \
+                {"key": path.stem, "type": "unreadable", "message": f"{path} holds no error record"}
+        return records
 
     def keys(self) -> list[str]:
+        """Keys of the task files present (readable or not)."""
         return sorted(p.stem for p in (self.root / "tasks").glob("*.json"))
 
     def items(self) -> Iterator[tuple[str, dict[str, Any]]]:

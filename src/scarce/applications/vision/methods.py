@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from scarce.applications.vision.problem import VisionModel, perturbation_problem
-from scarce.errors import ScarceError, ScarceWarning, check_in_interval, unknown_name_error
+from scarce.errors import ScarceError, ScarceWarning, check_in_interval, check_positive_int, unknown_name_error
 from scarce.results import EstimateResult
 from scarce.seeding import SeedLike
 
@@ -64,11 +64,30 @@ class MethodSettings:
     amls_steps: int = 250
 
     def __post_init__(self) -> None:
-        from scarce.estimators.subset import check_count_seeds
+        from scarce.estimators.subset import _FIRST_LEVELS, check_count_seeds
+        from scarce.levels import check_level_sizes
+        from scarce.normals import check_dtype
 
-        # checked here so a bad preset fails when it is built, not when its first task runs
-        check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0)
+        # checked here so a bad preset fails when it is built, not when its first task runs;
+        # numpy scalars become Python numbers (the settings are stored as JSON)
+        for name in ("smc_samples", "smc_batch", "max_levels", "amls_steps"):
+            object.__setattr__(self, name, check_positive_int(f"methods.{name}", getattr(self, name)))
+        p0 = check_in_interval("methods.level_probability", self.level_probability, 0.0, 0.5)
+        object.__setattr__(self, "level_probability", p0)
+        for name in ("ss_samples", "amls_samples"):
+            try:
+                n, _ = check_level_sizes(getattr(self, name), p0)
+            except ScarceError as error:
+                raise ScarceError(f"methods.{name}: {error}") from None
+            object.__setattr__(self, name, n)
+        object.__setattr__(self, "stop_factor", check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0))
         check_count_seeds(self.count_seeds)
+        if self.first_level not in _FIRST_LEVELS:
+            raise ScarceError(f"methods.first_level must be one of {_FIRST_LEVELS}, got {self.first_level!r}")
+        try:
+            check_dtype(self.latent_dtype)
+        except ScarceError:
+            raise ScarceError(f"methods.latent_dtype must be 'float32' or 'float64', got {self.latent_dtype!r}") from None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

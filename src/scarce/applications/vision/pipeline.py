@@ -8,17 +8,20 @@ projection head (safetensors). Rulers are refitted from the cached embeddings (s
 
 from __future__ import annotations
 
+import io
 import json
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from scarce._atomic import atomic_write_bytes, atomic_write_text
 from scarce.applications.vision.noise import make_noise
 from scarce.applications.vision.offline import HarvestedData, fit_rulers, harvest, vulnerable_seeds
 from scarce.applications.vision.problem import VisionModel
-from scarce.errors import ScarceError
+from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = ["VisionContext", "build_context"]
 
@@ -44,31 +47,42 @@ class VisionContext:
 
 
 def _load_harvest(path: Path) -> HarvestedData | None:
+    """The cached harvest, or None when absent or unreadable (then it is harvested again)."""
+    import zipfile
+
     if not path.exists():
         return None
-    with np.load(path, allow_pickle=False) as data:
-        return HarvestedData(data["features"], data["failed"], data["seed_index"])
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return HarvestedData(data["features"], data["failed"], data["seed_index"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        warnings.warn(f"cached harvest {path} is unreadable ({error!r}); harvesting again", ScarceWarning,
+                      stacklevel=2)
+        return None
 
 
 def _save_harvest(path: Path, data: HarvestedData) -> None:
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, features=data.features, failed=data.failed, seed_index=data.seed_index)
-    tmp.replace(path)
+    """Write the harvest atomically under a unique temporary name (concurrent runs never collide)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, features=data.features, failed=data.failed, seed_index=data.seed_index)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def _head(preset: Any, model: VisionModel, data: HarvestedData, cache: Path) -> Any:
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file, save
 
     from scarce.encoders.supcon import HeadConfig, ProjectionHead, train_projection_head
 
     config = HeadConfig()
     path = cache / "head.safetensors"
     if path.exists():
-        return ProjectionHead.from_state(load_file(str(path)), config)
+        try:
+            return ProjectionHead.from_state(load_file(str(path)), config)
+        except Exception as error:  # noqa: BLE001 - any damage of the cached head: train it again
+            warnings.warn(f"cached projection head {path} is unreadable ({type(error).__name__}: {error}); "
+                          "training it again", ScarceWarning, stacklevel=2)
     head = train_projection_head(data.features, data.failed, config, seed=preset.seed)
-    tmp = cache / "head.tmp.safetensors"
-    save_file(head.state(), str(tmp))
-    tmp.replace(path)
+    atomic_write_bytes(path, save(head.state()))
     return head
 
 
@@ -160,5 +174,5 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
     info = {"data": splits.source, "test_accuracy": test_accuracy, "harvest_points": int(len(data.failed)),
             "harvest_failures": data.n_failures, "embedding": preset.embedding, "ruler_auc_train": auc,
             "ruler_auc_heldout": held, "device": model.device}
-    (cache / "context.json").write_text(json.dumps(info, indent=1, default=float), encoding="utf-8")
+    atomic_write_text(cache / "context.json", json.dumps(info, indent=1, default=float))
     return VisionContext(model, noise, rulers, splits.seed_images, splits.seed_labels, info)

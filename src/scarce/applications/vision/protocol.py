@@ -61,26 +61,87 @@ class VisionPreset:
     classifier: dict[str, Any] = field(default_factory=lambda: dict(QUICK_CLASSIFIER))
     seed: int = 0
 
+    # Run a configuration beyond the resource bounds of scarce.applications.vision.limits
+    # (not part of the run's configuration: it changes no number).
+    allow_large: bool = False
+
     def __post_init__(self) -> None:
         if self.data not in ("embedded", "mnist"):
             raise ScarceError(f"data must be 'embedded' or 'mnist', got {self.data!r}")
         if self.embedding not in ("supcon", "penultimate"):
             raise ScarceError(f"embedding must be 'supcon' or 'penultimate', got {self.embedding!r}")
+        _check_sizes(self)
         from scarce.applications.vision.noise import make_noise
 
-        make_noise(self.noise, self.scale)  # validates the noise name and scale
+        try:
+            make_noise(self.noise, self.scale)  # validates the noise name and scale
+        except ScarceError as error:
+            raise ScarceError(f"noise={self.noise!r}, scale={self.scale!r}: {error}") from None
         from scarce.rulers import available_rulers
 
+        if isinstance(self.rulers, str) or not all(isinstance(r, str) for r in self.rulers) or not self.rulers:
+            raise ScarceError(f"rulers must be a non-empty list of ruler names, got {self.rulers!r}")
+        object.__setattr__(self, "rulers", tuple(self.rulers))
         for ruler in self.rulers:
             if ruler not in available_rulers():
                 raise unknown_name_error("ruler in rulers", ruler, available_rulers())
         if self.top_k > len(self.rulers):
-            raise ScarceError(f"top_k={self.top_k} exceeds the {len(self.rulers)} rulers screened")
+            raise ScarceError(f"top_k={self.top_k} exceeds the {len(self.rulers)} rulers screened; "
+                              f"allowed: 1..{len(self.rulers)}")
+        if not isinstance(self.methods, MethodSettings):
+            raise ScarceError(f"methods must be a MethodSettings, got {type(self.methods).__name__}")
+        object.__setattr__(self, "classifier", _check_classifier(self.classifier))
+        from scarce.applications.vision.limits import check_resources
+
+        check_resources(self)
 
     def config(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("allow_large")
         data["rulers"] = list(self.rulers)
         return data
+
+
+#: Integer fields of a preset and their smallest allowed value.
+_PRESET_INTS = {"n_candidates": 1, "n_screen": 1, "n_eval": 1, "top_k": 1, "n_train_seeds": 1,
+                "harvest_samples": 10, "harvest_max_queries": 1, "seed": 0}
+
+
+def _check_sizes(preset: VisionPreset) -> None:
+    """Every integer field an int in range (numpy integers become ints), the floats finite."""
+    from scarce.applications.vision.limits import SEED_POOL
+    from scarce.errors import check_in_interval, check_positive_int
+
+    for name, minimum in _PRESET_INTS.items():
+        object.__setattr__(preset, name, check_positive_int(name, getattr(preset, name), minimum=minimum))
+    pool = SEED_POOL[preset.data]
+    if preset.n_candidates > pool:
+        raise ScarceError(f"n_candidates must be at most the {pool} images of the {preset.data} seed pool, "
+                          f"got {preset.n_candidates}")
+    if preset.harvest_max_queries < preset.harvest_samples:
+        raise ScarceError(f"harvest_max_queries must be at least harvest_samples={preset.harvest_samples} "
+                          f"(the first level of each harvest run), got {preset.harvest_max_queries}")
+    object.__setattr__(preset, "max_probability",
+                       check_in_interval("max_probability", preset.max_probability, 0.0, 1.0))
+    if isinstance(preset.scale, np.generic):  # stored as JSON: a plain float
+        object.__setattr__(preset, "scale", preset.scale.item())
+    if not isinstance(preset.allow_large, (bool, np.bool_)):
+        raise ScarceError(f"allow_large must be true or false, got {preset.allow_large!r}")
+    object.__setattr__(preset, "allow_large", bool(preset.allow_large))
+
+
+def _check_classifier(settings: Any) -> dict[str, Any]:
+    """Classifier overrides checked by building their ClassifierConfig; plain Python values."""
+    from scarce.applications.vision.classifier import ClassifierConfig
+
+    if not isinstance(settings, dict):
+        raise ScarceError(f"classifier must be a dict of ClassifierConfig fields, got {type(settings).__name__}")
+    plain = {key: value.item() if isinstance(value, np.generic) else value for key, value in settings.items()}
+    try:
+        ClassifierConfig.from_dict(plain)
+    except (ScarceError, TypeError) as error:
+        raise ScarceError(f"classifier settings: {error}") from None
+    return plain
 
 
 PRESETS: dict[str, VisionPreset] = {
@@ -114,10 +175,20 @@ def get_preset(name: str, **overrides: Any) -> VisionPreset:
     """A preset by name, with fields overridden (``methods`` may be given as a dict)."""
     if name not in PRESETS:
         raise unknown_name_error("vision preset", name, PRESETS)
+    from dataclasses import fields
+
     preset = PRESETS[name]
+    _check_names("preset setting", overrides, [f.name for f in fields(VisionPreset) if f.name != "name"])
     if isinstance(overrides.get("methods"), dict):
+        _check_names("methods setting", overrides["methods"], [f.name for f in fields(MethodSettings)])
         overrides["methods"] = replace(preset.methods, **overrides["methods"])
     return replace(preset, **overrides) if overrides else preset
+
+
+def _check_names(kind: str, given: dict[str, Any], allowed: list[str]) -> None:
+    for key in given:
+        if key not in allowed:
+            raise unknown_name_error(kind, str(key), allowed)
 
 
 def _coerce(key: str, text: str, current: Any) -> Any:

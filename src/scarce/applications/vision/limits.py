@@ -1,0 +1,120 @@
+"""Resource bounds of a vision run, estimated from its preset before any work starts.
+
+A preset names every size of a run (classifier widths, Monte Carlo samples, seeds per stage),
+so its peak memory and its number of model queries follow from the preset alone. A run beyond
+:data:`MAX_MEMORY_BYTES` or :data:`MAX_QUERIES` is refused with the estimate and the setting
+that dominates it, unless the preset sets ``allow_large=True`` (``--set allow_large=true``):
+a typo such as ``conv1_channels=100000`` or ``smc_samples=1e9`` is an error in a second, not a
+process the kernel kills after an hour. The estimates are upper bounds (every Subset Simulation
+run is counted as if it used all ``max_levels`` levels).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scarce.errors import ScarceError
+
+__all__ = ["MAX_MEMORY_BYTES", "MAX_QUERIES", "check_resources", "estimate_resources"]
+
+#: Largest estimated peak memory of a run without ``allow_large`` (8 GiB).
+MAX_MEMORY_BYTES = 8 << 30
+#: Largest estimated number of model queries (forward passes of one image) without ``allow_large``.
+MAX_QUERIES = 2_000_000_000
+#: Seed-pool sizes of the two data sources (:func:`scarce.datasets.load_mnist` defaults).
+SEED_POOL = {"embedded": 500, "mnist": 1000}
+#: Images per forward pass on CPU (:class:`~scarce.applications.vision.problem.VisionModel`).
+_FORWARD_BATCH = 256
+_FLOAT = 4
+_PIXELS = 28 * 28
+#: Latent-sized float64 arrays a Subset Simulation or AMLS level keeps alive (states, candidates,
+#: transformed inputs, proposals and their scratch copies).
+_ARRAYS_PER_LEVEL = 8
+
+
+def _classifier_bytes(classifier: dict[str, Any]) -> dict[str, int]:
+    """Training and inference memory of the SmallCNN of these settings (weights and activations)."""
+    c1, c2 = int(classifier["conv1_channels"]), int(classifier["conv2_channels"])
+    hidden, batch = int(classifier["hidden"]), int(classifier["batch_size"])
+    params = 10 * c1 + 9 * c1 * c2 + c2 + 49 * c2 * hidden + hidden + 10 * hidden + 10
+    # per image: conv1 and its ReLU (28x28), pooled (14x14), conv2 and ReLU (14x14), pooled (7x7)
+    activations = 2 * _PIXELS * c1 + 196 * c1 + 2 * 196 * c2 + 49 * c2 + 2 * hidden + 10
+    return {"parameters": params,
+            "train": _FLOAT * (4 * params + 2 * batch * activations),  # weights, grads, AdamW; fwd + bwd
+            "forward": _FLOAT * (params + _FORWARD_BATCH * activations)}
+
+
+def _ss_queries(samples: int, levels: int) -> int:
+    return samples * (levels + 1)
+
+
+def estimate_resources(preset: Any) -> dict[str, Any]:
+    """Upper bounds of a preset's peak memory (bytes) and model queries, with their parts.
+
+    Returns
+    -------
+    dict
+        ``memory`` and ``queries`` (the totals), ``memory_parts`` and ``query_parts`` (by
+        stage), and ``parameters`` (of the classifier).
+    """
+    from dataclasses import fields
+
+    from scarce.applications.vision.classifier import ClassifierConfig
+
+    classifier = {f.name: f.default for f in fields(ClassifierConfig)} | dict(preset.classifier)
+    net = _classifier_bytes(classifier)
+    m = preset.methods
+    candidates = min(int(preset.n_candidates), SEED_POOL.get(preset.data, 1000))
+    ss = _ss_queries(int(m.ss_samples), int(m.max_levels))
+    amls = int(m.amls_samples) * (1 + int(m.max_levels) * int(m.amls_steps))
+    harvest_seeds = int(preset.n_train_seeds) + max(2, int(preset.n_train_seeds) // 4)
+    queries = {
+        "smc (n_candidates x methods.smc_samples)": candidates * int(m.smc_samples),
+        "harvest (n_train_seeds x harvest_max_queries)": harvest_seeds * int(preset.harvest_max_queries),
+        "screen (n_screen x rulers x Subset Simulation)": int(preset.n_screen) * len(preset.rulers) * ss,
+        "eval (n_eval x (top_k + 1) x Subset Simulation + AMLS)":
+            int(preset.n_eval) * ((int(preset.top_k) + 1) * ss + amls),
+    }
+    feature_width = int(classifier["hidden"]) + 10
+    latent = 8 * _PIXELS * _ARRAYS_PER_LEVEL
+    memory = {
+        "classifier training (classifier.* widths and batch_size)": net["train"],
+        "forward passes (classifier.* widths)": net["forward"],
+        "Monte Carlo batch (methods.smc_batch)": int(m.smc_batch) * 3 * 8 * _PIXELS,
+        "Subset Simulation levels (methods.ss_samples, harvest_samples)":
+            max(int(m.ss_samples), int(preset.harvest_samples)) * latent,
+        "AMLS levels (methods.amls_samples)": int(m.amls_samples) * latent,
+        "harvested features (n_train_seeds x harvest_max_queries)":
+            harvest_seeds * int(preset.harvest_max_queries) * feature_width * 8,
+    }
+    return {"memory": sum(memory.values()), "queries": sum(queries.values()), "memory_parts": memory,
+            "query_parts": queries, "parameters": net["parameters"]}
+
+
+def _gib(value: float) -> str:
+    return f"{value / (1 << 30):.3g} GiB of memory"
+
+
+def _count(value: float) -> str:
+    return f"{value:.3g} model queries"
+
+
+def check_resources(preset: Any) -> dict[str, Any]:
+    """The estimate of :func:`estimate_resources`; a ScarceError when a bound is exceeded.
+
+    The message gives the estimate, the bound, the largest contribution (the setting to lower)
+    and the override, ``allow_large=true``.
+    """
+    estimate = estimate_resources(preset)
+    if getattr(preset, "allow_large", False):
+        return estimate
+    for kind, bound, show in (("memory", MAX_MEMORY_BYTES, _gib), ("queries", MAX_QUERIES, _count)):
+        total = estimate[kind]
+        if total > bound:
+            parts = estimate["memory_parts" if kind == "memory" else "query_parts"]
+            worst = max(parts, key=parts.get)
+            raise ScarceError(
+                f"this vision configuration needs an estimated {show(total)}, above the bound "
+                f"of {show(bound)}; most of it from {worst}: {show(parts[worst])}. Lower that setting, "
+                f"or pass --set allow_large=true to run it anyway")
+    return estimate
