@@ -74,6 +74,10 @@ BEHAVIORS_DIR = "behaviors"
 BEHAVIOR_FILES = {True: "harmful-behaviors.csv", False: "benign-behaviors.csv"}
 BEHAVIOR_COLUMNS = ("index", "goal", "target", "behavior", "category", "source")
 NO_VALUE = "none"
+#: Files larger than these are refused before they are read (JailbreakBench's largest artifact is
+#: about 2 MB and its behaviour files about 100 kB).
+MAX_ARTIFACT_BYTES = 256 << 20
+MAX_BEHAVIORS_BYTES = 64 << 20
 
 #: The corpus columns, in order, with their pandas dtypes (``embedding`` is added by embedding).
 CORPUS_COLUMNS: dict[str, str] = {
@@ -158,13 +162,32 @@ def _as_corpus(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return frame.astype(CORPUS_COLUMNS)
 
 
+def _check_size(path: Path, what: str, limit: int) -> None:
+    """Refuse a file larger than ``limit`` bytes before reading it."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ScarceError(f"{what} {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise ScarceError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if not path.is_file():
+        raise ScarceError(f"{what} {str(path)!r} is not a regular file")
+    if size > limit:
+        raise ScarceError(f"{what} {str(path)!r} is {size:,} bytes, more than the {limit:,} bytes such a "
+                          "file may have; it is not read")
+
+
 def _load_json(path: Path) -> dict[str, Any]:
+    _check_size(path, "artifact file", MAX_ARTIFACT_BYTES)
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
         raise ScarceError(f"artifact file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError:
+        raise ScarceError(f"artifact file {str(path)!r} is nested too deeply to be a JailbreakBench "
+                          "attack artifact") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: JSONDecodeError, huge ints
         raise ScarceError(f"artifact file {str(path)!r} is not readable JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("jailbreaks"), list):
         raise ScarceError(f"artifact file {str(path)!r} must be a JSON object with a 'jailbreaks' list "
@@ -185,6 +208,24 @@ def _entry_index(entry: dict[str, Any], path: Path, position: int) -> int:
         raise ScarceError(f"artifact file {str(path)!r}, entry {position}: 'index' must be a "
                           f"non-negative integer, got {index!r}")
     return index
+
+
+def _check_texts(entry: dict[str, Any], path: Path, position: int) -> None:
+    for name in ("prompt", "response", "category"):
+        value = entry.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ScarceError(f"artifact file {str(path)!r}, entry {position}: {name!r} must be a string "
+                              f"or null, got {type(value).__name__}")
+
+
+def _attack_record(entry: dict[str, Any], index: int, flag: bool, method: str, attack_type: str,
+                   target: str) -> dict[str, Any]:
+    return {
+        "record_id": f"{method}/{attack_type}/{target}/{index}", "behavior_id": f"harmful/{index}",
+        "harmful": True, "method": method, "target_model": target, "turn": pd.NA,
+        "prompt": entry["prompt"], "response": entry.get("response") or "", "judge_score": np.nan,
+        "jailbroken": flag, "attack_type": attack_type, "category": entry.get("category") or "",
+    }
 
 
 def read_attack_artifact(path: PathLike, *, method: str | None = None,
@@ -212,7 +253,11 @@ def read_attack_artifact(path: PathLike, *, method: str | None = None,
     parameters = data.get("parameters") if isinstance(data.get("parameters"), dict) else {}
     method = method or path.parent.parent.name
     attack_type = attack_type or path.parent.name
-    target = str(parameters.get("model") or path.stem)
+    model = parameters.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ScarceError(f"artifact file {str(path)!r}: parameters.model must be a string (the target "
+                          f"model's name), got {type(model).__name__}")
+    target = model or path.stem
     rows, dropped, seen = [], 0, set()
     jailbroken_all = 0
     for position, entry in enumerate(data["jailbreaks"]):
@@ -231,20 +276,8 @@ def read_attack_artifact(path: PathLike, *, method: str | None = None,
         if prompt is None:
             dropped += 1
             continue
-        rows.append({
-            "record_id": f"{method}/{attack_type}/{target}/{index}",
-            "behavior_id": f"harmful/{index}",
-            "harmful": True,
-            "method": method,
-            "target_model": target,
-            "turn": pd.NA,
-            "prompt": str(prompt),
-            "response": "" if entry.get("response") is None else str(entry["response"]),
-            "judge_score": np.nan,
-            "jailbroken": flag,
-            "attack_type": attack_type,
-            "category": str(entry.get("category") or ""),
-        })
+        _check_texts(entry, path, position)
+        rows.append(_attack_record(entry, index, flag, method, attack_type, target))
     frame = _as_corpus(rows)
     stated = parameters.get("total_number_of_jailbreaks")
     frame.attrs["summary"] = {
@@ -320,6 +353,7 @@ def read_behaviors(path: PathLike, *, harmful: bool) -> pd.DataFrame:
         Columns ``behavior_id``, ``harmful`` and the CSV columns (``index`` as int).
     """
     path = Path(os.fspath(path))
+    _check_size(path, "behaviours file", MAX_BEHAVIORS_BYTES)
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle)

@@ -3,7 +3,7 @@
 ``supcon``: projection heads trained with the supervised contrastive loss; ``projection``: the
 LLM head settings; ``judge``: Llama-Guard style judge hidden states and p_unsafe (transformers);
 ``text``: the offline sentence encoder (all-MiniLM-L6-v2); ``cache``: the on-disk embedding cache
-they share. Each module is imported on first use, so ``import scarce.encoders`` stays light
+they share; ``device``: checking a device name. Each module is imported on first use, so ``import scarce.encoders`` stays light
 (no torch, transformers or sentence-transformers).
 """
 
@@ -24,6 +24,8 @@ _LAZY = {
     "render_conversation": "scarce.encoders.text",
     "EmbeddingCache": "scarce.encoders.cache",
     "cached_encode": "scarce.encoders.cache",
+    "available_devices": "scarce.encoders.device",
+    "check_device": "scarce.encoders.device",
 }
 
 __all__ = sorted(_LAZY)

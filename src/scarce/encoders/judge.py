@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from scarce.encoders.cache import EmbeddingCache, ProgressCallback, cached_encode
+from scarce.encoders.device import check_device
 from scarce.errors import ScarceError, check_in_interval, check_positive_int
 
 __all__ = [
@@ -182,7 +183,7 @@ class JudgeEncoder:
         model_id: str | None = None,
         check_verdict_text: bool = True,
     ):
-        self.device = device or _default_device()
+        self.device = check_device(device) or _default_device()
         self.dtype = _resolve_dtype(dtype, self.device)
         self.threshold = check_in_interval("threshold", threshold, 0.0, 1.0, high_open=True)
         named = isinstance(model, (str, os.PathLike))

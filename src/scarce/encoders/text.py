@@ -30,6 +30,7 @@ from typing import Any, Union
 import numpy as np
 
 from scarce.encoders.cache import EmbeddingCache, ProgressCallback, cached_encode
+from scarce.encoders.device import check_device
 from scarce.errors import ScarceError, check_positive_int
 
 __all__ = ["DEFAULT_MAX_SEQ_LENGTH", "MINILM", "SentenceEncoder", "render_conversation"]
@@ -115,7 +116,7 @@ class SentenceEncoder:
     def __init__(self, model: Any = MINILM, *, device: str | None = None,
                  max_seq_length: int | None = None, normalize: bool = True,
                  model_id: str | None = None):
-        self.device = device
+        self.device = check_device(device)
         self._model: Any = None
         if isinstance(model, str):
             if model != MINILM:

@@ -24,6 +24,7 @@ whose calibration is undefined (no labelled jailbreak above ``tau``) has error `
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ import numpy as np
 from scarce.reporting.markdown import markdown_table
 from scarce.selection.bias import leakage_relative_bias
 
-__all__ = ["cell_rows", "family_table", "headline", "n_sweep_table", "selector_scores",
+__all__ = ["cell_rows", "check_output_dir", "family_table", "headline", "n_sweep_table", "selector_scores",
            "selector_table", "threshold_table", "transfer_table", "write_figures", "write_report"]
 
 
@@ -56,13 +57,38 @@ def _run_summary(ratios: np.ndarray, prefix: str = "") -> dict[str, float]:
     }
 
 
+def _key_matches(key: str, payload: dict[str, Any]) -> bool:
+    """Whether a cell is stored under the key its contents give; warns and skips it otherwise.
+
+    A cell stored under another key (e.g. by a sweep that wrote eta with one significant digit,
+    so that ``eta=1.5e-3`` landed in the file of ``2e-3``) would be reported under a wrong name.
+    """
+    import warnings
+
+    from scarce.applications.llm.sweep import _cell_key
+    from scarce.errors import ScarceError, ScarceWarning
+
+    try:
+        stage = "transfer" if payload["stage"] == "transfer" else "cell"
+        expected = _cell_key(stage, payload["family"], payload["percentile"], payload["group"],
+                             payload["eta"], payload["n_samples"])
+    except (KeyError, TypeError, ValueError, ScarceError):
+        expected = None
+    if expected == key:
+        return True
+    warnings.warn(f"task file {key!r} holds the cell {expected!r}; it is left out of the report "
+                  "(delete it and rerun the sweep to compute that cell under its own key)",
+                  ScarceWarning, stacklevel=3)
+    return False
+
+
 def cell_rows(store: Any) -> Any:
     """One row per finished cell (main grid, ``N`` sweep, transfer) as a pandas frame."""
     import pandas as pd
 
     rows = []
     for key, payload in store.items():
-        if payload.get("kind") != "cell":
+        if payload.get("kind") != "cell" or not _key_matches(key, payload):
             continue
         runs = payload["runs"]
         p = np.array([run["p"] for run in runs], float)
@@ -331,10 +357,43 @@ TRANSFER_COLUMNS = [("eta", "eta", ".0e"), ("n_samples", "N", ",d"), ("n_runs", 
                     ("improvement", "inherited err / refit err", ".2f")]
 
 
+def check_output_dir(path: str | Path, what: str = "output directory", *, create: bool = True) -> Path:
+    """Check that ``path`` can be an output directory (and create it); returns it as a Path.
+
+    Called before any work, so that an output path that is a file (or lies under a file, or
+    cannot be created) is refused at once rather than after the work is done. With
+    ``create=False`` only the checks that need no change on disk are made.
+
+    Raises
+    ------
+    ScarceError
+        An empty path, a path that is (or lies under) an existing non-directory, or a directory
+        that cannot be created or written.
+    """
+    from scarce.errors import ScarceError
+
+    if isinstance(path, str) and not path.strip():
+        raise ScarceError(f"{what} must name a directory, got {path!r}")
+    path = Path(path)
+    for ancestor in (path, *path.parents):
+        if ancestor.exists() and not ancestor.is_dir():
+            raise ScarceError(f"{what} {str(path)!r}: {str(ancestor)!r} exists and is not a directory; "
+                              "choose another path")
+        if ancestor.exists():
+            if not os.access(ancestor, os.W_OK):
+                raise ScarceError(f"{what} {str(path)!r}: {str(ancestor)!r} is not writable")
+            break
+    if create:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ScarceError(f"{what} {str(path)!r} cannot be created: {exc.strerror or exc}") from None
+    return path
+
+
 def write_report(store: Any, out_dir: str | Path, *, seed: int = 0) -> tuple[Path, dict[str, Any]]:
     """Figures, ``cells.parquet`` and ``report.md`` from a sweep's store; returns (path, tables)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = check_output_dir(out_dir, "report directory")
     config = store.config
     setup = store.load("setup")
     if setup is None:

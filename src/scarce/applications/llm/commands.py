@@ -57,6 +57,11 @@ def embed(
         if labels == "judge" and encoder != "judge":
             raise ScarceError(f"--labels judge needs --encoder judge (p_unsafe comes from the judge), got "
                               f"--encoder {encoder!r}")
+        from scarce.applications.llm.corpus import check_corpus_output
+        from scarce.encoders.device import check_device
+
+        check_corpus_output(out)  # before the work: a directory or an unwritable place is refused now
+        check_device(device)
         frame = read_corpus(corpus) if corpus else load_jailbreakbench_corpus(data_dir)
         typer.echo(f"corpus: {len(frame)} records", err=True)
         with _text_progress(f"embedding with {encoder}") as progress:
@@ -108,7 +113,6 @@ def sweep(
     import time
     import warnings
 
-    from scarce.applications.llm.corpus import read_corpus
     from scarce.applications.llm.sweep import LLMSweep, get_preset, parse_overrides
     from scarce.errors import ScarceError, ScarceWarning
     from scarce.experiments.executors import executor_from_options
@@ -116,16 +120,14 @@ def sweep(
     start = time.perf_counter()
     try:
         chosen = get_preset(preset, **parse_overrides(settings or [], preset))
+        if not run_dir.strip():
+            raise ScarceError("--run-dir must name a directory, got ''")
+        if report:
+            from scarce.reporting.llm import check_output_dir
+
+            check_output_dir(Path(run_dir) / "report", "report directory", create=False)
         pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
-        if corpus is not None and Path(corpus).is_file():
-            frame = read_corpus(corpus)  # checked against the run directory's corpus fingerprint
-        elif (Path(run_dir) / "config.json").is_file():
-            frame = None  # resume; LLMSweep says so if the run directory has no set-up yet
-        elif corpus is None:
-            raise ScarceError("--corpus is required for a new run directory (an embedded corpus from "
-                              "'scarce llm embed')")
-        else:
-            frame = read_corpus(corpus)  # raises: the file does not exist
+        frame = _sweep_corpus(corpus, run_dir)
         with pool, warnings.catch_warnings():
             warnings.simplefilter("ignore", ScarceWarning)
             run = LLMSweep(chosen, Path(run_dir), corpus=frame, executor=pool,
@@ -136,9 +138,36 @@ def sweep(
     except ScarceError as exc:
         raise _fail(exc) from exc
     typer.echo(f"sweep: {outcome['finished']}/{outcome['cells']} cells finished, "
-               f"{len(outcome['errors'])} errors, {time.perf_counter() - start:.1f} s", err=True)
+               f"{outcome['failed']} failed, {time.perf_counter() - start:.1f} s", err=True)
+    if outcome["failed"]:
+        _fail_cells(outcome, report)
     if report:
         _report(Path(run_dir))
+
+
+def _sweep_corpus(corpus: str | None, run_dir: str):  # type: ignore[no-untyped-def]
+    """The corpus to pass to the sweep: read from ``corpus``, or None to resume ``run_dir``."""
+    from scarce.applications.llm.corpus import read_corpus
+    from scarce.errors import ScarceError
+
+    if corpus is not None and Path(corpus).is_file():
+        return read_corpus(corpus)  # checked against the run directory's corpus fingerprint
+    if (Path(run_dir) / "config.json").is_file():
+        return None  # resume; LLMSweep says so if the run directory has no set-up yet
+    if corpus is None:
+        raise ScarceError("--corpus is required for a new run directory (an embedded corpus from "
+                          "'scarce llm embed')")
+    return read_corpus(corpus)  # raises: the file does not exist
+
+
+def _fail_cells(outcome: dict, report: bool) -> None:
+    """Say how many cells failed and where their errors are, and exit with status 1."""
+    first_key, first = next(iter(outcome["errors"].items()), ("?", {}))
+    typer.echo(f"error: {outcome['failed']} of {outcome['cells']} cells failed; their errors "
+               f"(message and traceback) are in {outcome['errors_dir']}; first: {first_key}: "
+               f"{first.get('type', '?')}: {first.get('message', '?')}. A rerun retries only them"
+               + ("; the report is not written" if report else ""), err=True)
+    raise typer.Exit(code=1)
 
 
 @app.command()
@@ -150,16 +179,18 @@ def report(
     from scarce.errors import ScarceError
 
     try:
-        _report(Path(run_dir), None if out is None else Path(out))
+        _report(Path(run_dir), None if out is None else out)
     except ScarceError as exc:
         raise _fail(exc) from exc
 
 
-def _report(run_dir: Path, out: Path | None = None) -> None:
+def _report(run_dir: Path, out: str | Path | None = None) -> None:
     from scarce.experiments.store import ResultStore
-    from scarce.reporting.llm import write_report
+    from scarce.reporting.llm import check_output_dir, write_report
     from scarce.reporting.tables import print_llm_tables
 
-    path, tables = write_report(ResultStore.open(run_dir), out or run_dir / "report")
+    store = ResultStore.open(run_dir)
+    target = check_output_dir(run_dir / "report" if out is None else out, "report directory")
+    path, tables = write_report(store, target)
     print_llm_tables(tables)
     typer.echo(f"report: {path}")

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
 
@@ -32,12 +34,15 @@ from scarce.errors import ScarceError, unknown_name_error
 
 __all__ = [
     "BENIGN",
+    "MAX_CORPUS_BYTES",
     "benign_mask",
     "check_corpus",
+    "check_corpus_output",
     "group_mask",
     "group_names",
     "read_corpus",
     "record_groups",
+    "value_problem",
     "write_corpus",
 ]
 
@@ -48,48 +53,160 @@ _FILL: dict[str, Any] = {"behavior_id": "", "prompt": "", "response": "", "attac
                          "category": "", "judge_score": np.nan}
 
 
+#: A corpus file larger than this is refused before it is read (the paper's corpus with 4096-d
+#: judge embeddings is about 40 MB as Parquet and 150 MB as JSON Lines); Parquet is also refused
+#: when its row groups declare more than this once decoded.
+MAX_CORPUS_BYTES = 4 << 30
+#: The longest JSON Lines record read (one conversation with its embedding).
+MAX_LINE_BYTES = 64 << 20
+
+
 def read_corpus(path: PathLike) -> pd.DataFrame:
     """A corpus table from a ``.parquet`` file or a JSON Lines file (``.jsonl`` / ``.json``).
+
+    The file's size (and for Parquet the decoded size its metadata declares) is checked against
+    :data:`MAX_CORPUS_BYTES` before it is read; Parquet pages that carry a CRC (every file
+    :func:`write_corpus` writes) are verified; every value is checked against its column's type.
 
     Raises
     ------
     ScarceError
-        A missing file, an unknown suffix, an unreadable line, or a table that fails
-        :func:`check_corpus`.
+        A missing or oversized file, an unknown suffix, a file that is not Parquet or not JSON
+        Lines (naming the line), a value of the wrong type (naming the row or line), or a table
+        that fails :func:`check_corpus`.
     """
-    path = Path(path)
+    try:
+        path = Path(os.fspath(path))
+    except TypeError:
+        raise ScarceError(f"corpus path must be a path, got {type(path).__name__}") from None
     if not path.is_file():
-        raise ScarceError(f"corpus file {str(path)!r} does not exist")
+        raise ScarceError(f"corpus file {str(path)!r} does not exist (or is not a regular file)")
     suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        frame = pd.read_parquet(path)
-    elif suffix in (".jsonl", ".json"):
-        rows = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ScarceError(f"corpus file {str(path)!r}, line {number}: not a JSON object "
-                                      f"({exc.msg}); JSON Lines holds one record per line") from None
-        frame = pd.DataFrame(rows)
-    else:
+    if suffix not in (".parquet", ".jsonl", ".json"):
         raise ScarceError(f"corpus file {str(path)!r}: unknown suffix {suffix!r}; use .parquet, "
                           ".jsonl or .json (JSON Lines)")
-    return check_corpus(frame, source=str(path))
+    size = path.stat().st_size
+    if size > MAX_CORPUS_BYTES:
+        raise ScarceError(f"corpus file {str(path)!r} is {size:,} bytes, more than the {MAX_CORPUS_BYTES:,} "
+                          "bytes a corpus table may have; it is not read")
+    frame = _read_parquet(path) if suffix == ".parquet" else _read_jsonl(path)
+    return check_corpus(frame, source=f"corpus file {str(path)!r}")
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    expected = "a corpus table written by 'scarce llm embed' (Parquet)"
+    try:
+        metadata = pq.ParquetFile(path).metadata
+        declared = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+    except Exception as exc:  # noqa: BLE001 - any failure to parse an untrusted footer means "not Parquet"
+        raise ScarceError(f"corpus file {str(path)!r} is not a readable Parquet file "
+                          f"({type(exc).__name__}: {exc}); expected {expected}") from None
+    if declared > MAX_CORPUS_BYTES:
+        raise ScarceError(f"corpus file {str(path)!r} declares {declared:,} bytes of decoded data, more "
+                          f"than the {MAX_CORPUS_BYTES:,} bytes a corpus table may have; it is not read")
+    try:
+        return pd.read_parquet(path, page_checksum_verification=True)
+    except Exception as exc:  # noqa: BLE001 - pyarrow and pandas raise many types on damaged data
+        raise ScarceError(f"corpus file {str(path)!r}: its Parquet data cannot be decoded "
+                          f"({type(exc).__name__}: {exc}); expected {expected}") from None
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    rows = []
+    where = f"corpus file {str(path)!r}"
+    with path.open("rb") as handle:
+        for number in range(1, 1 << 62):
+            raw = handle.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            if len(raw) > MAX_LINE_BYTES:
+                raise ScarceError(f"{where}, line {number}: longer than {MAX_LINE_BYTES:,} bytes; JSON Lines "
+                                  "holds one record (a JSON object) per line")
+            record = _json_record(raw, f"{where}, line {number}")
+            if record is not None:
+                rows.append(record)
+    return pd.DataFrame(rows)
+
+
+def _json_record(raw: bytes, where: str) -> dict[str, Any] | None:
+    """One JSON Lines record checked against the corpus schema; None for a blank line."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScarceError(f"{where}: not UTF-8 text (byte {exc.start} of the line); JSON Lines is "
+                          "UTF-8") from None
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except RecursionError:
+        raise ScarceError(f"{where}: JSON nested too deeply; expected one flat record per line") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
+        raise ScarceError(f"{where}: not a JSON object ({getattr(exc, 'msg', exc)}); JSON Lines holds "
+                          "one record per line") from None
+    if not isinstance(record, dict):
+        raise ScarceError(f"{where}: expected a JSON object (one record), got a JSON "
+                          f"{type(record).__name__}")
+    for column, value in record.items():
+        problem = value_problem(column, value)
+        if problem is None and column == "embedding":
+            problem = _vector_problem(value)
+        if problem is not None:
+            raise ScarceError(f"{where}: {column} {problem}")
+    return record
+
+
+def check_corpus_output(path: Any) -> Path:
+    """Check, before any work, that a corpus table can be written to ``path``; returns it.
+
+    Raises
+    ------
+    ScarceError
+        An empty path, a suffix other than ``.parquet``, an existing directory, or a place
+        under a file or in a directory that is not writable.
+    """
+    if isinstance(path, str) and not path.strip():
+        raise ScarceError("the corpus output path must name a file, got ''")
+    try:
+        out = Path(os.fspath(path))
+    except TypeError:
+        raise ScarceError(f"the corpus output path must be a path, got {type(path).__name__}") from None
+    if out.suffix.lower() != ".parquet":
+        raise ScarceError(f"corpus output {str(out)!r}: the corpus is written as Parquet, so the name "
+                          "must end in .parquet")
+    if out.is_dir():
+        raise ScarceError(f"corpus output {str(out)!r} is an existing directory; name a file")
+    for ancestor in out.parents:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise ScarceError(f"corpus output {str(out)!r}: {str(ancestor)!r} is not a directory")
+            if not os.access(ancestor, os.W_OK | os.X_OK):
+                raise ScarceError(f"corpus output {str(out)!r}: directory {str(ancestor)!r} is not writable")
+            break
+    return out
 
 
 def write_corpus(frame: pd.DataFrame, path: PathLike) -> Path:
-    """Write a corpus table as Parquet, atomically; returns the path."""
+    """Write a corpus table as Parquet, atomically; returns the path.
+
+    Raises
+    ------
+    ScarceError
+        A table that fails :func:`check_corpus`, or a path :func:`check_corpus_output` refuses.
+    """
+    path = check_corpus_output(path)
     frame = check_corpus(frame)
     buffer = io.BytesIO()
     out = frame.copy()
     out.attrs = {}  # pandas attrs do not round-trip through pyarrow reliably; keep the table plain
-    out.to_parquet(buffer, index=False)
-    atomic_write_bytes(path, buffer.getvalue())
-    return Path(path)
+    out.to_parquet(buffer, index=False, write_page_checksum=True)  # verified by read_corpus
+    try:
+        atomic_write_bytes(path, buffer.getvalue())
+    except OSError as exc:
+        raise ScarceError(f"corpus output {str(path)!r} cannot be written: {exc.strerror or exc}") from None
+    return path
 
 
 def check_corpus(frame: Any, *, require_embedding: bool = False, source: str = "corpus") -> pd.DataFrame:
@@ -98,8 +215,10 @@ def check_corpus(frame: Any, *, require_embedding: bool = False, source: str = "
     Raises
     ------
     ScarceError
-        Not a table, missing required columns, no records, duplicated record ids, labels that are
-        not booleans, or (``require_embedding``) a missing, ragged or non-finite embedding.
+        Not a table, missing required columns, no records, duplicated record ids, a value of the
+        wrong type (labels that are not booleans, texts that are not strings, ...; the message
+        names the row, the record id and the column), or (``require_embedding``) a missing,
+        ragged or non-finite embedding.
     """
     if not isinstance(frame, pd.DataFrame):
         raise ScarceError(f"{source} must be a pandas DataFrame in the corpus schema, got "
@@ -112,15 +231,14 @@ def check_corpus(frame: Any, *, require_embedding: bool = False, source: str = "
         raise ScarceError(f"{source} has no records")
     out = frame.copy()
     out.attrs = dict(frame.attrs)
+    _check_values(out, source)
     duplicated = out["record_id"].astype(str).duplicated()
     if duplicated.any():
         raise ScarceError(f"{source}: record_id must be unique; {out['record_id'][duplicated].iloc[0]!r} "
                           "repeats")
-    labels = out["jailbroken"]
-    if labels.isna().any() or not set(pd.unique(labels.astype(object))) <= {True, False, 0, 1}:
-        raise ScarceError(f"{source}: jailbroken must be True/False (or 1/0) for every record; got "
-                          f"values {sorted(map(repr, pd.unique(labels.astype(object))))[:5]}")
-    out["jailbroken"] = labels.astype(bool)
+    out["jailbroken"] = out["jailbroken"].astype(bool)
+    if "harmful" in out.columns:
+        out["harmful"] = out["harmful"].astype(bool)
     for column in ("method", "target_model"):
         out[column] = out[column].fillna(NO_VALUE).astype(str)
     if "harmful" not in out.columns:
@@ -138,6 +256,72 @@ def check_corpus(frame: Any, *, require_embedding: bool = False, source: str = "
 
         embedding_matrix(out)  # raises on a missing, ragged or non-finite embedding
     return out
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, (float, np.floating)) and math.isnan(value))
+
+
+def _is_flag(value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    return isinstance(value, (int, float, np.integer, np.floating)) and value in (0, 1)
+
+
+#: What each column's values must be (``value_problem``); other columns are not checked.
+_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "record_id": ("a string or an integer", lambda v: isinstance(v, str) or (
+        isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)))),
+    "jailbroken": ("True/False (or 1/0)", _is_flag),
+    "harmful": ("True/False (or 1/0)", _is_flag),
+    "turn": ("an integer or null", lambda v: _is_null(v) or (
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+        and math.isfinite(v) and float(v).is_integer() and abs(v) < 2 ** 53)),
+    "judge_score": ("a number or null", lambda v: _is_null(v) or (
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)))),
+    **{c: ("a string or null", lambda v: _is_null(v) or isinstance(v, str))
+       for c in ("method", "target_model", "behavior_id", "prompt", "response", "attack_type", "category")},
+}
+
+
+def value_problem(column: str, value: Any) -> str | None:
+    """What is wrong with ``value`` in ``column`` of a corpus record (None: nothing)."""
+    kind = _KINDS.get(column)
+    if kind is None or kind[1](value):
+        return None
+    return f"must be {kind[0]}, got {_shown(value)}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{text[:60]}... ({type(value).__name__})" if len(text) > 60 else f"{text} ({type(value).__name__})"
+
+
+def _vector_problem(value: Any) -> str | None:
+    """What is wrong with an embedding (None: a non-empty list of numbers)."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        return "must be a list of numbers (one vector), got a ragged or nested value"
+    if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "fiu":
+        return f"must be a non-empty list of numbers, got {_shown(value)}"
+    return None
+
+
+def _check_values(frame: pd.DataFrame, source: str) -> None:
+    """Every checked column's values have their type; the error names the row and record id."""
+    for column in _KINDS:
+        if column not in frame.columns:
+            continue
+        required = column in ("record_id", "jailbroken", "harmful")
+        for row, value in enumerate(frame[column].tolist()):
+            problem = value_problem(column, value)
+            if problem is None and required and _is_null(value):
+                problem = "must not be null"
+            if problem is not None:
+                record = frame["record_id"].iloc[row] if column != "record_id" else None
+                where = f"row {row}" + ("" if record is None else f" (record_id {record!r})")
+                raise ScarceError(f"{source}, {where}: {column} {problem}")
 
 
 def benign_mask(frame: pd.DataFrame) -> np.ndarray:

@@ -15,6 +15,7 @@ from typing import Any, Union
 import numpy as np
 
 from scarce.encoders.cache import ProgressCallback
+from scarce.encoders.device import check_device
 from scarce.errors import ScarceError, check_positive_int, unknown_name_error
 
 __all__ = ["ENCODERS", "embed_corpus", "embedding_matrix"]
@@ -118,9 +119,12 @@ def embed_corpus(
     Raises
     ------
     ScarceError
-        An unknown encoder, a frame without prompts, or non-finite (NaN/inf) embeddings.
+        An unknown encoder, a frame without prompts, a device this machine lacks, or non-finite
+        (NaN/inf) embeddings.
     """
     _check_frame(frame)
+    if isinstance(encoder, str):
+        device = check_device(device)
     kind, built = _make_encoder(encoder, model, tokenizer, device, options)
     size = ENCODERS[kind] if batch_size is None else check_positive_int("batch_size", batch_size)
     prompts = [str(p) for p in frame["prompt"].tolist()]
@@ -147,6 +151,21 @@ def _check_finite(embeddings: np.ndarray) -> None:
                           f"{int(bad[0])}); embeddings must be finite")
 
 
+def _vector(value: Any, row: int, frame: Any) -> np.ndarray:
+    """One record's embedding as a float64 vector; a clear error naming the row otherwise."""
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):
+        array = None
+    if array is None or array.ndim != 1 or array.dtype.kind not in "fiu":
+        record = frame["record_id"].iloc[row] if "record_id" in frame.columns else row
+        shown = repr(value)
+        shown = shown[:60] + "..." if len(shown) > 60 else shown
+        raise ScarceError(f"the embedding of row {row} (record_id {record!r}) must be a list of numbers "
+                          f"(one vector), got {shown} ({type(value).__name__})")
+    return array.astype(np.float64)
+
+
 def embedding_matrix(frame: Any, column: str = "embedding") -> np.ndarray:
     """The ``embedding`` column of a corpus table as an (n, d) float64 array.
 
@@ -157,7 +176,7 @@ def embedding_matrix(frame: Any, column: str = "embedding") -> np.ndarray:
     """
     if not hasattr(frame, "columns") or column not in frame.columns:
         raise ScarceError(f"frame has no {column!r} column; embed the corpus first (embed_corpus)")
-    vectors = [np.asarray(v, dtype=np.float64).ravel() for v in frame[column].tolist()]
+    vectors = [_vector(value, row, frame) for row, value in enumerate(frame[column].tolist())]
     lengths = sorted({v.size for v in vectors})
     if not vectors or len(lengths) != 1 or lengths[0] == 0:
         raise ScarceError(f"{column!r} must hold vectors of one non-zero length per corpus; "

@@ -56,6 +56,91 @@ def variant_name(family: str, percentile: int) -> str:
     return f"{family}_p{int(percentile)}"
 
 
+#: Bounds a sweep must stay within unless ``allow_large`` is set: samples per level (``n_samples``
+#: and every ``n_grid`` entry), cascade runs per cell, and their product (the samples one cell
+#: draws per level over all its runs, which sets its memory and time).
+MAX_SAMPLES = 1_000_000
+MAX_RUNS = 10_000
+MAX_CELL_SAMPLES = 20_000_000
+
+
+def eta_text(eta: float) -> str:
+    """The shortest scientific notation that reads back as exactly ``eta`` (the key of a cell).
+
+    Two different values never share a text, and a value keeps the text it had with one digit
+    (``1e-03``), so run directories stay resumable.
+
+    >>> eta_text(1e-3), eta_text(1.5e-3), eta_text(0.1 + 0.2)
+    ('1e-03', '1.5e-03', '3.0000000000000004e-01')
+    """
+    value = float(eta)
+    for digits in range(17):
+        text = f"{value:.{digits}e}"
+        if float(text) == value:
+            return text
+    return repr(value)  # not reached: 17 significant digits always round-trip a double
+
+
+def _check_names(config: SweepConfig) -> None:
+    """Text settings: strings (``name`` and ``method`` non-empty), tuples of strings."""
+    for key in ("name", "method", "transfer_method", "count_seeds"):
+        value = getattr(config, key)
+        if not isinstance(value, str) or (key in ("name", "method") and not value.strip()):
+            raise ScarceError(f"{key} must be a{' non-empty' if key in ('name', 'method') else ''} "
+                              f"string; got {value!r}")
+    for key in ("groups", "families", "transfer_variants"):
+        values = getattr(config, key)
+        if not isinstance(values, tuple) or not all(isinstance(v, str) and v for v in values):
+            raise ScarceError(f"{key} must be a tuple of non-empty strings; got {values!r}")
+    for key in ("head", "allow_large"):
+        if not isinstance(getattr(config, key), bool):
+            raise ScarceError(f"{key} must be true or false; got {getattr(config, key)!r}")
+
+
+def _check_int(key: str, value: object, low: int, high: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or \
+            (high is not None and value > high):
+        allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high:,}]"
+        bound = "" if high is None else " (pass allow_large=true to lift the upper bound)"
+        raise ScarceError(f"{key} must be {allowed}{bound}; got {value!r}")
+
+
+def _check_number(key: str, value: object, high: float) -> None:
+    """A finite real number in ``(0, high]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= high:
+        raise ScarceError(f"{key} must lie in (0, {high:g}]; got {value!r}")
+
+
+def _check_sizes(config: SweepConfig) -> None:
+    """Integer settings in range, and within the stated bounds unless ``allow_large``."""
+    large = config.allow_large
+    if not isinstance(config.n_grid, tuple) or not config.n_grid:
+        raise ScarceError(f"n_grid must hold at least one sample size; got {config.n_grid!r}")
+    _check_int("n_samples", config.n_samples, 10, None if large else MAX_SAMPLES)
+    for n in config.n_grid:
+        _check_int("each n_grid entry", n, 10, None if large else MAX_SAMPLES)
+    _check_int("n_runs", config.n_runs, 1, None if large else MAX_RUNS)
+    _check_int("seed", config.seed, 0, None)
+    cell = config.n_runs * max(config.n_samples, *config.n_grid)
+    if not large and cell > MAX_CELL_SAMPLES:
+        raise ScarceError(f"n_runs x N = {config.n_runs:,} x {max(config.n_samples, *config.n_grid):,} "
+                          f"= {cell:,} samples per level per cell exceeds the bound {MAX_CELL_SAMPLES:,}; "
+                          "lower n_runs, n_samples or n_grid, or pass allow_large=true to lift the bound")
+
+
+def _check_unique_values(config: SweepConfig) -> None:
+    """No setting lists the same value twice (its cells would share a key and run once)."""
+    for key, render in (("families", str), ("percentiles", str), ("etas", eta_text), ("n_grid", str),
+                        ("transfer_etas", eta_text), ("transfer_variants", str), ("groups", str)):
+        seen: dict[str, Any] = {}
+        for value in getattr(config, key):
+            text = render(value)
+            if text in seen:
+                raise ScarceError(f"{key} holds the same value twice: {seen[text]!r} and {value!r} "
+                                  f"(both {text}); list each value once")
+            seen[text] = value
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """Everything that defines an LLM sweep (stored with its results as the run's config)."""
@@ -81,37 +166,43 @@ class SweepConfig:
     transfer_etas: tuple[float, ...] = (1e-3, 1e-4)
     ranking_min_eta: float = 1e-3  # the family ranking averages cells with eta >= this
     seed: int = 0
+    # lift the bounds MAX_SAMPLES, MAX_RUNS and MAX_CELL_SAMPLES (not part of the stored config)
+    allow_large: bool = False
 
     def __post_init__(self) -> None:
         from scarce.estimators.subset import check_count_seeds
         from scarce.rulers import available_rulers
 
+        _check_names(self)
         for family in self.families:
             if family not in LLM_FAMILIES:
                 raise unknown_name_error("ruler family in families", family, LLM_FAMILIES)
         if not self.families or not self.percentiles or not self.etas:
-            raise ScarceError("families, percentiles and etas must each hold at least one value")
+            raise ScarceError("families, percentiles and etas must each hold at least one value; got "
+                              f"families={self.families!r}, percentiles={self.percentiles!r}, "
+                              f"etas={self.etas!r}")
         for p in (*self.percentiles, self.n_grid_percentile):
-            if not (isinstance(p, int) and 0 < p < 100):
-                raise ScarceError(f"percentiles must be integers in (0, 100); got {p!r}")
+            if isinstance(p, bool) or not (isinstance(p, int) and 0 < p < 100):
+                raise ScarceError(f"percentiles and n_grid_percentile must be integers in (0, 100); got {p!r}")
         for eta in (*self.etas, *self.transfer_etas):
+            if isinstance(eta, bool) or not isinstance(eta, (int, float)):
+                raise ScarceError(f"etas and transfer_etas take numbers in (0, 1]; got {eta!r} "
+                                  f"({type(eta).__name__})")
             check_eta(eta)
-        for n in (self.n_samples, *self.n_grid):
-            if not (isinstance(n, int) and n >= 10):
-                raise ScarceError(f"n_samples and n_grid take integers >= 10; got {n!r}")
-        if not (isinstance(self.n_runs, int) and self.n_runs >= 1):
-            raise ScarceError(f"n_runs must be a positive integer; got {self.n_runs!r}")
-        if not 0.0 < self.level_probability <= 0.5:
-            raise ScarceError(f"level_probability must lie in (0, 0.5]; got {self.level_probability!r}")
-        if not 0.0 < self.stop_factor <= 1.0:
-            raise ScarceError(f"stop_factor must lie in (0, 1]; got {self.stop_factor!r}")
+        _check_number("ranking_min_eta", self.ranking_min_eta, 1.0)
+        _check_sizes(self)
+        _check_number("level_probability", self.level_probability, 0.5)
+        _check_number("stop_factor", self.stop_factor, 1.0)
         check_count_seeds(self.count_seeds)
         for variant in self.transfer_variants:
             if variant not in available_rulers("llm"):
                 raise unknown_name_error("ruler in transfer_variants", variant, available_rulers("llm"))
+        _check_unique_values(self)
 
     def config(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """The settings that define the results (``allow_large`` lifts a bound, so it is left out)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
+                if k != "allow_large"}
 
     def variants(self) -> list[tuple[str, int]]:
         return [(f, p) for f in self.families for p in self.percentiles]
@@ -139,20 +230,69 @@ def get_preset(name: str, **overrides: Any) -> SweepConfig:
 
 
 def parse_overrides(items: list[str], preset: str = "paper") -> dict[str, Any]:
-    """``["n_runs=5", "etas=1e-3,1e-2", "families=pc1,centroid"]`` as :func:`get_preset` overrides."""
+    """``["n_runs=5", "etas=1e-3,1e-2", "families=pc1,centroid"]`` as :func:`get_preset` overrides.
+
+    Each value is read as the type of the preset's value (integer, number, true/false, text or a
+    comma-separated list of those); the ranges are checked by :class:`SweepConfig`.
+
+    Raises
+    ------
+    ScarceError
+        An unknown key, a key set twice, or a value that is not of the setting's type.
+    """
     from dataclasses import fields
 
     base = PRESETS.get(preset, PRESETS["paper"])
     allowed = sorted(f.name for f in fields(SweepConfig) if f.name != "name")
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for item in items:
         key, text = split_setting(item, allowed, "sweep setting")
+        if key in given:
+            raise ScarceError(f"--set {key} is given twice ({given[key]!r} and {item!r}); give it once")
+        given[key] = item
         current = getattr(base, key)
         try:
             out[key] = _coerce(text, current)
-        except ValueError:
-            raise ScarceError(f"--set {key}={text!r}: {key} takes a value like {current!r}") from None
+        except (ValueError, OverflowError):
+            raise ScarceError(f"--set {key}={text!r}: {key} takes a value like {_example(current)} "
+                              f"({_kind(current)})") from None
     return out
+
+
+def _kind(current: Any) -> str:
+    if isinstance(current, bool):
+        return "true or false"
+    if isinstance(current, int):
+        return "an integer"
+    if isinstance(current, float):
+        return "a finite number"
+    if isinstance(current, tuple):
+        kinds = {type(v) for v in current}
+        return ("a comma-separated list of " + ("integers" if kinds == {int} else "numbers"
+                                                if kinds == {float} else "names"))
+    return "a text"
+
+
+def _example(current: Any) -> str:
+    if isinstance(current, tuple):
+        return ",".join(map(str, current)) or "a,b"
+    return str(current).lower() if isinstance(current, bool) else str(current)
+
+
+def _integer(text: str) -> int:
+    """An integer written as ``12``, ``1e4`` or ``2000.0``; ``ValueError`` for anything else."""
+    number = float(text)
+    if not number.is_integer():
+        raise ValueError(text)
+    return int(text) if text.lstrip("+-").isdigit() else int(number)
+
+
+def _number(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(text)
+    return number
 
 
 def _coerce(text: str, current: Any) -> Any:
@@ -161,19 +301,16 @@ def _coerce(text: str, current: Any) -> Any:
             raise ValueError(text)
         return text.lower() in ("true", "1", "yes")
     if isinstance(current, int):
-        number = float(text)
-        if not number.is_integer():
-            raise ValueError(text)
-        return int(number)
+        return _integer(text)
     if isinstance(current, float):
-        return float(text)
+        return _number(text)
     if isinstance(current, tuple):
         items = [t.strip() for t in text.split(",") if t.strip()]
         kinds = {type(v) for v in current}
         if kinds == {int}:
-            return tuple(int(float(t)) for t in items)
+            return tuple(_integer(t) for t in items)
         if kinds == {float}:
-            return tuple(float(t) for t in items)
+            return tuple(_number(t) for t in items)
         return tuple(items)
     return text
 
@@ -295,8 +432,19 @@ def _split_variant(variant: str) -> tuple[str, int]:
 # ----------------------------------------------------------------------------------------- tasks
 
 def _cell_key(stage: str, family: str, percentile: int, group: str, eta: float, n: int) -> str:
+    """The store key (a file name) of a cell: every part exact, so two cells never share one."""
     safe = group.replace("/", "~")
-    return f"{stage}-{variant_name(family, percentile)}-{safe}-eta{eta:.0e}-N{n}"
+    key = f"{stage}-{variant_name(family, percentile)}-{safe}-eta{eta_text(eta)}-N{n}"
+    if len(key.encode("utf-8")) > 200:
+        raise ScarceError(f"group {group!r} makes the cell key {len(key.encode('utf-8'))} bytes long; task "
+                          "files are named by their keys and a file name holds at most 255 bytes, so "
+                          "use shorter method or target-model names (at most about 150 bytes)")
+    return key
+
+
+def _same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two tasks compute the same cell (a main cell is also the N sweep's cell at ``n_samples``)."""
+    return {k: v for k, v in a.items() if k != "stage"} == {k: v for k, v in b.items() if k != "stage"}
 
 
 def _calibration_factor(scores: np.ndarray, labels: np.ndarray, tau: float) -> float:
@@ -411,11 +559,18 @@ class LLMSweep:
 
         def add(stage: str, family: str, p: int, group: str, eta: float, n: int) -> None:
             key = _cell_key("cell" if stage != "transfer" else "transfer", family, p, group, eta, n)
-            cells.setdefault(key, {"stage": stage, "family": family, "percentile": p, "group": group,
-                                   "eta": float(eta), "n_samples": n, "n_runs": cfg.n_runs,
-                                   "level_probability": cfg.level_probability,
-                                   "stop_factor": cfg.stop_factor, "count_seeds": cfg.count_seeds,
-                                   "seed": [cfg.seed, zlib.crc32(key.encode())]})
+            task = {"stage": stage, "family": family, "percentile": p, "group": group,
+                    "eta": float(eta), "n_samples": n, "n_runs": cfg.n_runs,
+                    "level_probability": cfg.level_probability, "stop_factor": cfg.stop_factor,
+                    "count_seeds": cfg.count_seeds, "seed": [cfg.seed, zlib.crc32(key.encode())]}
+            if key in cells and not _same_cell(cells[key], task):
+                first = cells[key]
+                raise ScarceError(f"two cells share the key {key!r}: {first['stage']} "
+                                  f"{variant_name(first['family'], first['percentile'])} "
+                                  f"group {first['group']!r} eta={first['eta']!r} N={first['n_samples']} and "
+                                  f"{stage} {variant_name(family, p)} group {group!r} eta={float(eta)!r} N={n}; "
+                                  "rename the groups so that they differ after '/' -> '~'")
+            cells.setdefault(key, task)
 
         for family, p in cfg.variants():
             for group in setup["groups"]:
@@ -436,7 +591,11 @@ class LLMSweep:
         return cells
 
     def run(self) -> dict[str, Any]:
-        """Set-up and every cell; returns the counts of finished and failed tasks."""
+        """Set-up and every cell; returns the counts of cells, finished and failed ones.
+
+        ``errors`` maps each failed cell's key to its recorded error (type, message, traceback),
+        stored under ``errors_dir``; a failed cell is retried by the next run.
+        """
         setup = self.setup()
         tasks = self.tasks()
 
@@ -447,7 +606,9 @@ class LLMSweep:
         seeds = {key: task["seed"] for key, task in tasks.items()}
         payloads = run_grid(self.store, self.executor, _cell_task, tasks, shared=setup, seeds=seeds,
                             progress=progress, abort_on=(ScarceError,))
-        return {"cells": len(tasks), "finished": len(payloads), "errors": self.store.errors()}
+        errors = {key: error for key, error in self.store.errors().items() if key in tasks}
+        return {"cells": len(tasks), "finished": len(payloads), "failed": len(tasks) - len(payloads),
+                "errors": errors, "errors_dir": str(self.store.root / "errors")}
 
 
 def _stored_corpus(run_dir: Path) -> str:
