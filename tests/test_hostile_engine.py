@@ -193,3 +193,33 @@ def test_numpy_integer_n_samples_is_kept_as_a_plain_int(value):
         problem(lambda u: u[:, 0], lambda u: u[:, 0] >= 2.0), seed=0)
     assert type(r.n_samples) is int and type(r.info["stop_factor"]) is float
     assert r.reached_failure and 0 < r.probability < 1
+
+
+def test_thin_evidence_needs_enough_chains_to_mean_anything():
+    """With 10 chains a level, a good score's failures sit in one or two chains anyway: no flag."""
+    from scarce.problems import linear
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ThinEvidenceWarning)
+        flagged = [SubsetSimulation(n_samples=100).estimate(linear(10, 1e-6), seed=s).thin_evidence for s in range(40)]
+    assert not any(flagged)
+
+
+def test_every_sample_failed_is_the_failure_level_not_a_stall():
+    from scarce.levels import next_threshold
+
+    choice = next_threshold(np.full(4, np.inf), 0.5)
+    assert choice.is_failure_level and not choice.stalled and choice.n_above == 4 and choice.probability == 1.0
+
+
+def test_amls_result_without_failure_or_with_all_failed_has_an_honest_interval():
+    from scarce.estimators import AMLS
+
+    nothing = RareEventProblem(2, lambda x: (np.zeros(len(x)), np.zeros(len(x), bool)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lo, hi = AMLS(n_samples=100, n_steps=5).estimate(nothing, seed=0).ci()
+        assert lo == 0.0 and hi == pytest.approx(clopper_pearson(0, 100)[1])
+        everything = RareEventProblem(2, lambda x: (np.zeros(len(x)), np.ones(len(x), bool)))
+        lo, hi = AMLS(n_samples=100, n_steps=5).estimate(everything, seed=0).ci()
+    assert lo < 1.0 and hi == 1.0

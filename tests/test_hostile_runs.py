@@ -437,3 +437,19 @@ def test_idx_empty_dimension_beside_huge_ones_is_a_clean_error(tmp_path):
         read_idx(path)
     path.write_bytes(b"\x00\x00\x08\x03" + b"".join(n.to_bytes(4, "big") for n in (0, 28, 28)))
     assert read_idx(path).shape == (0, 28, 28)
+
+
+def test_chunked_monte_carlo_refuses_a_random_oracle_without_identity_and_resumes_with_one(tmp_path):
+    from scarce.experiments.montecarlo import ChunkedMonteCarlo
+
+    oracle = np.random.default_rng(0)
+    problem = RareEventProblem(2, lambda x: (np.zeros(len(x)), oracle.random(len(x)) < 1e-2))
+    with pytest.raises(ScarceError, match="answered differently on two calls.*identity="):
+        ChunkedMonteCarlo(n_samples=2000, chunk_size=1000).estimate(problem, seed=0, checkpoint_dir=tmp_path / "a")
+    first = ChunkedMonteCarlo(n_samples=2000, chunk_size=1000).estimate(
+        problem, seed=0, checkpoint_dir=tmp_path / "b", identity="oracle-v1")
+    more = ChunkedMonteCarlo(n_samples=4000, chunk_size=1000).estimate(
+        problem, seed=0, checkpoint_dir=tmp_path / "b", identity="oracle-v1")
+    assert first.n_samples == 2000 and more.n_samples == 4000
+    with pytest.raises(ScarceError, match="identity must be a non-empty string"):
+        ChunkedMonteCarlo(n_samples=2000).estimate(problem, seed=0, checkpoint_dir=tmp_path / "c", identity="")

@@ -351,7 +351,7 @@ class SurrogateCalibration(BaseEstimator):
                 raise ScarceError("delta: an envelope needs an estimate object with an "
                                   "envelope(delta) method (e.g. EstimateResult); got a float")
             envelope = obj.envelope(delta)
-            fields.update(delta=delta, envelope_lower=float(envelope.lower) * c,
+            fields.update(delta=delta, envelope_lower=min(float(envelope.lower) * c, 1.0),
                           envelope=envelope.scaled(c) if hasattr(envelope, "scaled") else None)
         if p * c > 1.0:
             warn_user(f"the calibrated probability P_hat(A_tau) * C_tau = {p:.6g} * {c:.6g} = {p * c:.6g} "

@@ -160,6 +160,8 @@ def next_threshold(
     candidate = float(np.partition(scores, n - m)[n - m])
     stalled = False
     lowest = float(scores.min())
+    if np.isposinf(lowest):  # every sample failed: the failure event holds them all
+        return ThresholdChoice(threshold=math.inf, n_above=n, probability=1.0, stalled=False)
     if not candidate > lowest:  # a threshold at the smallest score keeps all N samples
         above = scores[scores > lowest]
         if above.size == 0:  # every sample shares one finite score: nothing can rise

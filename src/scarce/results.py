@@ -11,6 +11,8 @@ from scarce.envelope import Envelope, clopper_pearson, lognormal_interval
 
 #: Why a run stopped.
 STATUSES = ("converged", "stalled", "max_levels", "budget")
+#: Chains the first level with a failure must have before a lineage count can flag thin evidence.
+THIN_EVIDENCE_MIN_CHAINS = 20
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ class LevelDiagnostics:
     kernel_scale : float
         Kernel scale used (aCS ``lambda``, Metropolis spread; NaN where no MCMC ran).
     stalled : bool
-        The threshold could not rise; the level was resampled at the same threshold.
+        A plateau: every sample of the level below that did not fail shared one score, so the
+        threshold could not rise and this level is the failure event, counted from that tie.
     """
 
     level: int
@@ -128,7 +131,9 @@ class EstimateResult:
     def thin_evidence(self) -> bool:
         """True when a Markov-chain run's failures descend from at most two chains.
 
-        The chains are counted at the first level whose population held a failure.
+        The chains are counted at the first level whose population held a failure, and only
+        when that level had at least :data:`THIN_EVIDENCE_MIN_CHAINS` of them (with fewer, a
+        good score's failures also sit in one or two chains, so the count tells nothing).
 
         A score that does not lead to the failure (misleading, or weak away from the training
         data) still reaches it now and then: one chain stumbles into the failure set by chance
@@ -137,7 +142,10 @@ class EstimateResult:
         first-level draws support.
         """
         lineages = self.info.get("failure_lineages")
-        return bool(self.reached_failure and lineages is not None and len(self.levels) > 2 and 0 < lineages <= 2)
+        chains = self.info.get("failure_origin_chains", 0)
+        # with fewer than 20 chains a level's failures cluster in one or two of them anyway
+        return bool(self.reached_failure and lineages is not None and len(self.levels) > 2
+                    and 0 < lineages <= 2 and chains >= THIN_EVIDENCE_MIN_CHAINS)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -181,6 +189,10 @@ class EstimateResult:
         if not self.reached_failure:
             return clopper_pearson(first.n_failed, self.n_samples, level)
         if len(self.levels) == 2 and self.levels[1].n_queries == 0:  # failure level read off level 0
+            return clopper_pearson(self.n_failed, self.n_samples, level)
+        if self.probability <= 0.0 or not math.isfinite(self.cov):  # e.g. AMLS jumped and saw none
+            return (0.0, clopper_pearson(first.n_failed, self.n_samples, level)[1])
+        if self.cov == 0.0:  # every counted sample failed: the fraction 1 has no spread to measure
             return clopper_pearson(self.n_failed, self.n_samples, level)
         lo, hi = lognormal_interval(self.probability, self.cov, level)
         if self.thin_evidence:

@@ -310,6 +310,7 @@ class SubsetSimulation:
                 "count_seeds": cfg.count_seeds,
                 "cov_au_beck": run.cov_au_beck,
                 "failure_lineages": run.failure_lineages,
+                "failure_origin_chains": run.origin_chains,
             },
         )
         if out.thin_evidence:
@@ -376,6 +377,7 @@ class _Run:
         level = _Level(threshold=-math.inf, population=Population.from_independent(u0, s0), stats=ChainStats(math.nan, math.nan, n))
         # ancestor of each chain at the first level whose population held a failure (the reference)
         self.origin, self.origin_fixed = np.arange(n), level.population.n_failed() > 0
+        self.origin_chains = n  # chains of the reference level
         self.diagnostics.append(LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, n, level.population.n_failed()))
         if self.callback is not None:
             self.callback(self.diagnostics[-1])
@@ -486,6 +488,7 @@ class _Run:
             self.origin = self.origin[population.parent]
         else:
             self.origin, self.origin_fixed = np.arange(population.parent.size), population.n_failed() > 0
+            self.origin_chains = population.parent.size
         if stats.acceptance_rate < 0.05:
             warnings.warn(
                 f"MCMC acceptance {stats.acceptance_rate:.3f} at level {self.level_index}: chains barely move; "

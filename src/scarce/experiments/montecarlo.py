@@ -81,11 +81,19 @@ def _probe(problem: RareEventProblem, dtype: str) -> str:
     from scarce.normals import standard_normal
 
     u = standard_normal(np.random.default_rng(_PROBE_SEED), (PROBE_POINTS, problem.dim), dtype)
-    score, failed = problem.evaluate_latent(u, where="on the probe batch of the checkpoint fingerprint")
-    digest = hashlib.sha256()
-    digest.update(np.asarray(failed, dtype=np.uint8).tobytes())
-    digest.update(" ".join(f"{value:.10g}" for value in np.asarray(score, dtype=np.float64)).encode())
-    return digest.hexdigest()
+    digests = []
+    for _ in range(2):  # twice: a problem whose answers change between calls has no output identity
+        score, failed = problem.evaluate_latent(u, where="on the probe batch of the checkpoint fingerprint")
+        digest = hashlib.sha256()
+        digest.update(np.asarray(failed, dtype=np.uint8).tobytes())
+        digest.update(" ".join(f"{value:.10g}" for value in np.asarray(score, dtype=np.float64)).encode())
+        digests.append(digest.hexdigest())
+    if digests[0] != digests[1]:
+        raise ScarceError(
+            f"{problem.name}: evaluate answered differently on two calls with the same probe batch (a random "
+            "oracle, or non-deterministic GPU arithmetic), so its checkpoints cannot be keyed by its outputs; "
+            "pass identity='...' to ChunkedMonteCarlo.estimate, a string that changes whenever the problem does")
+    return digests[0]
 
 
 def _chunk(task: tuple[Any, ...], shared: Any) -> dict[str, Any]:
@@ -185,6 +193,7 @@ class ChunkedMonteCarlo:
         checkpoint_dir: str | os.PathLike[str] | None = None,
         executor: Executor | None = None,
         name: str | None = None,
+        identity: str | None = None,
         progress: Callable[[int, int, str], None] | None = None,
     ) -> EstimateResult:
         """Run the chunks not checkpointed yet and reduce all of them.
@@ -204,6 +213,10 @@ class ChunkedMonteCarlo:
         name : str, optional
             The problem's name in the checkpoint configuration (default: ``problem.name``, or
             the factory's qualified name and the arguments of a ``functools.partial``).
+        identity : str, optional
+            Keys the checkpoints instead of the probe fingerprint: a string that changes whenever
+            the problem does (a model hash, a version). Needed when ``evaluate`` is not
+            deterministic (a random oracle), which the probe detects and refuses.
         progress : callable, optional
             ``progress(done, total, key)`` after every chunk.
         """
@@ -216,7 +229,8 @@ class ChunkedMonteCarlo:
         store: Any = _MemoryStore()
         if checkpoint_dir is not None:
             config = {"kind": "chunked_monte_carlo", "format": 2, "problem": label, "dim": dim,
-                      "fingerprint": _fingerprint(problem, executor, dtype), "seed": entropy,
+                      "fingerprint": _fingerprint(problem, executor, dtype) if identity is None
+                      else f"identity:{_check_identity(identity)}", "seed": entropy,
                       "chunk_size": int(self.chunk_size), "batch_size": batch, "dtype": dtype}
             store = ResultStore(checkpoint_dir, config)
         tasks = {f"chunk-{i:09d}": (i, n, entropy, batch, dtype) for i, n in enumerate(sizes)}
@@ -260,6 +274,12 @@ def _identity(problem: Any, name: str | None) -> tuple[str, int | None]:
         return name or _factory_name(problem), None
     raise ScarceError(f"problem must be a RareEventProblem or a factory returning one, got "
                       f"{type(problem).__name__}")
+
+
+def _check_identity(identity: object) -> str:
+    if not (isinstance(identity, str) and identity.strip()):
+        raise ScarceError(f"identity must be a non-empty string or None, got {identity!r}")
+    return identity
 
 
 def _fingerprint(problem: Any, executor: Executor | None, dtype: str) -> str:
