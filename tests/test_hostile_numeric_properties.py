@@ -254,32 +254,30 @@ small_or_hostile = st.one_of(
 )
 
 
+def _estimate_with(estimator_class, base, budgets, param, value, seed):
+    """One hostile constructor value: a valid result (probability in [0, 1], strict JSON) or a ScarceError."""
+    if param in budgets and isinstance(value, (int, np.integer)) and 400 < value < 2**63:
+        return  # a valid but expensive budget: resource bounds are not this property's subject
+    estimator = estimator_class(**{**base, param: value})
+    result = _expect_ok_or_scarce(lambda: estimator.estimate(linear(dim=2, probability=1e-2), seed=seed))
+    if result is not None:
+        assert 0.0 <= result.probability <= 1.0
+        json.loads(result.to_json())
+
+
 @hostile
 @given(param=st.sampled_from(SUBSET_PARAMS), value=small_or_hostile,
        seed=mixed(st.integers(0, 3)))
 def test_subset_simulation_parameters(param, value, seed):
-    if param in ("n_samples", "max_queries") and isinstance(value, (int, np.integer)) and 400 < value < 2**63:
-        return  # a valid but expensive budget: resource bounds are not this property's subject
-    estimator = SubsetSimulation(**{"n_samples": 100, "max_levels": 6, param: value})
-    result = _expect_ok_or_scarce(lambda: estimator.estimate(linear(dim=2, probability=1e-2),
-                                                             seed=seed))
-    if result is not None:
-        assert 0.0 <= result.probability <= 1.0
-        json.loads(result.to_json())
+    _estimate_with(SubsetSimulation, {"n_samples": 100, "max_levels": 6}, ("n_samples", "max_queries"),
+                   param, value, seed)
 
 
 @hostile
 @given(param=st.sampled_from(MONTE_CARLO_PARAMS), value=small_or_hostile,
        seed=mixed(st.integers(0, 3)))
 def test_monte_carlo_parameters(param, value, seed):
-    if param == "n_samples" and isinstance(value, (int, np.integer)) and 400 < value < 2**63:
-        return
-    estimator = MonteCarlo(**{"n_samples": 200, "batch_size": 64, param: value})
-    result = _expect_ok_or_scarce(lambda: estimator.estimate(linear(dim=2, probability=1e-2),
-                                                             seed=seed))
-    if result is not None:
-        assert 0.0 <= result.probability <= 1.0
-        json.loads(result.to_json())
+    _estimate_with(MonteCarlo, {"n_samples": 200, "batch_size": 64}, ("n_samples",), param, value, seed)
 
 
 @hostile
