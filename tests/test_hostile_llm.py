@@ -6,6 +6,7 @@ Every corpus is small and written in ``tmp_path``; no data files, no network, no
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -143,9 +144,11 @@ def test_allow_large_lifts_the_bounds_and_stays_out_of_the_stored_config():
     assert "allow_large" not in config.config() and config.config()["n_samples"] == 2_000_000
 
 
-def test_empty_run_dir_is_refused(tmp_path):
-    result = invoke("sweep", "--preset", "tiny", "--run-dir", "", "--corpus", tmp_path / "c.parquet")
-    assert result.exit_code == 2 and "--run-dir must name a directory" in result.output, result.output
+@pytest.mark.parametrize("name", ["", "   ", "\t"])
+def test_empty_or_blank_run_dir_is_refused_naming_the_value(tmp_path, name):
+    result = invoke("sweep", "--preset", "tiny", "--run-dir", name, "--corpus", tmp_path / "c.parquet")
+    assert result.exit_code == 2, result.output
+    assert f"--run-dir: run directory must be a non-empty path, got {name!r}" in result.output, result.output
 
 
 # ------------------------------------------------------------------------- item 8: corpus readers
@@ -280,7 +283,12 @@ def test_changed_numbers_in_a_shard_are_detected_and_recomputed(tmp_path):
 
 @pytest.mark.parametrize("damage, reason", [
     (lambda s, a: rewrite(s, {"keys": a["keys"], "embedding": a["embedding"][:1]}), "for 2 keys"),
-    (lambda s, a: rewrite(s, {"keys": a["keys"], "embedding": a["embedding"]}, checksum=False), "no checksum"),
+    (lambda s, a: rewrite(s, {"keys": a["keys"], "embedding": a["embedding"][:1]}, checksum=False), "for 2 keys"),
+    (lambda s, a: np.savez(s, keys=a["keys"], embedding=a["embedding"], sha256=np.array(b"0" * 64)),
+     "checksum does not match"),
+    (lambda s, a: np.savez(s, keys=a["keys"], embedding=a["embedding"], sha256=np.arange(3)),
+     "checksum member is not a 64-digit hex digest"),
+    (lambda s, a: rewrite(s, {"keys": a["keys"]}), "no field besides 'keys'"),
     (lambda s, a: s.write_bytes(s.read_bytes()[:100]), "not a readable NumPy archive"),
     (lambda s, a: rewrite(s, {"keys": np.array([b"x" * 64, b"y" * 64]), "embedding": a["embedding"]}),
      "not 64-digit hex"),
@@ -313,7 +321,168 @@ def test_a_shard_changed_after_opening_is_not_trusted(tmp_path):
     assert not found.any()
 
 
+def legacy_shard(directory, texts, embedding, name=None):
+    """A shard as scarce wrote it before shards carried a checksum (``keys`` and the fields only)."""
+    keys = np.array([hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts], dtype="S64")
+    buffer = io.BytesIO()
+    np.savez(buffer, keys=keys, embedding=embedding)
+    path = directory / (name or f"shard-{hashlib.sha256(repr(texts).encode()).hexdigest()[:32]}.npz")
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+def test_legacy_shards_without_checksum_are_kept_and_upgraded_with_one_warning(tmp_path):
+    directory = EmbeddingCache(tmp_path, "model-x").directory
+    shards = [legacy_shard(directory, [f"t{i}a", f"t{i}b"], np.full((2, 3), i, dtype=np.float32))
+              for i in range(5)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache = EmbeddingCache(tmp_path, "model-x")
+    scarce_warnings = [w for w in caught if issubclass(w.category, ScarceWarning)]
+    assert len(scarce_warnings) == 1, [str(w.message) for w in scarce_warnings]
+    assert "5 embedding cache shard(s)" in str(scarce_warnings[0].message)
+    assert "rewritten with a checksum" in str(scarce_warnings[0].message)
+    assert scarce_warnings[0].filename == __file__  # points at the caller, not into scarce
+    assert not list(directory.glob("*.rejected"))
+    for shard in shards:  # rewritten in place with a checksum that read_shard verifies
+        assert not isinstance(read_shard(shard), str)
+    found, values = cache.lookup(["t3b", "t0a", "new"])
+    assert found.tolist() == [True, True, False]
+    np.testing.assert_array_equal(values["embedding"][:2], [[3, 3, 3], [0, 0, 0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScarceWarning)  # upgraded once: the next opening is silent
+        assert EmbeddingCache(tmp_path, "model-x").lookup(["t4a"])[0].all()
+
+
+def test_legacy_shard_in_a_read_only_cache_is_still_used(tmp_path, monkeypatch):
+    directory = EmbeddingCache(tmp_path, "model-x").directory
+    shard = legacy_shard(directory, ["a"], np.ones((1, 2), dtype=np.float32))
+    from scarce.encoders import cache as cache_module
+
+    def refuse(path, data):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(cache_module, "atomic_write_bytes", refuse)
+    with pytest.warns(ScarceWarning, match="could not be rewritten with a checksum \\(Permission denied\\)"):
+        cache = EmbeddingCache(tmp_path, "model-x")
+    assert cache.lookup(["a"])[0].all() and "carries no checksum" in read_shard(shard)
+
+
+def test_a_legacy_shard_changed_after_opening_is_not_trusted(tmp_path, monkeypatch):
+    directory = EmbeddingCache(tmp_path, "model-x").directory
+    shard = legacy_shard(directory, ["a"], np.ones((1, 2), dtype=np.float32))
+    from scarce.encoders import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "atomic_write_bytes", lambda path, data: (_ for _ in ()).throw(OSError()))
+    with pytest.warns(ScarceWarning, match="carry no checksum"):
+        cache = EmbeddingCache(tmp_path, "model-x")
+    legacy_shard(directory, ["a"], np.full((1, 2), 7, dtype=np.float32), name="other.npz").replace(shard)
+    with pytest.warns(ScarceWarning, match="checksum does not match"):
+        assert not cache.lookup(["a"])[0].any()
+
+
+def test_tampered_shard_with_a_checksum_is_still_rejected_after_legacy_support(tmp_path):
+    _, shard = filled_cache(tmp_path)
+    arrays = dict(np.load(shard))
+    arrays["embedding"] = arrays["embedding"] * 2  # the checksum member is kept, now wrong
+    np.savez(shard, **arrays)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache = EmbeddingCache(tmp_path, "model-x")
+        found, _ = cache.lookup(["a", "b"])
+    messages = [str(w.message) for w in caught if issubclass(w.category, ScarceWarning)]
+    assert not found.any() and len(messages) == 1 and "checksum does not match" in messages[0]
+    assert "carry no checksum" not in messages[0]
+    assert [w.filename for w in caught] == [__file__]
+
+
+def test_opening_reads_only_keys_and_each_shard_is_hashed_once(tmp_path, monkeypatch):
+    cache = EmbeddingCache(tmp_path, "model-x")
+    for i in range(3):
+        cache.store([f"x{i}", f"y{i}"], {"embedding": np.full((2, 4), i, dtype=np.float32)})
+    from scarce.encoders import cache as cache_module
+
+    hashed = []
+    real = cache_module.shard_checksum
+    monkeypatch.setattr(cache_module, "shard_checksum", lambda arrays: hashed.append(1) or real(arrays))
+    reopened = EmbeddingCache(tmp_path, "model-x")
+    assert hashed == [] and len(reopened) == 6  # the index is built from keys and checksums only
+    texts = [f"{p}{i}" for p in "xy" for i in range(3)]
+    for _ in range(3):
+        found, values = reopened.lookup(texts)
+        assert found.all() and values["embedding"][:, 0].tolist() == [0, 1, 2, 0, 1, 2]
+    assert len(hashed) == 3  # once per shard, not once per opening and again per lookup
+
+
+def test_a_verified_shard_replaced_later_is_verified_again(tmp_path):
+    cache, shard = filled_cache(tmp_path)
+    assert cache.lookup(["a", "b"])[0].all()
+    arrays = dict(np.load(shard))
+    arrays["embedding"] = arrays["embedding"] + 5
+    np.savez(shard.with_name("other.npz"), **arrays)
+    shard.with_name("other.npz").replace(shard)  # a new file: the recorded verification does not carry over
+    with pytest.warns(ScarceWarning, match="checksum does not match"):
+        assert not cache.lookup(["a", "b"])[0].any()
+
+
+def test_a_shard_cut_to_fewer_rows_after_opening_is_not_trusted(tmp_path):
+    cache, shard = filled_cache(tmp_path)
+    arrays = dict(np.load(shard))
+    rewrite(shard, {"keys": arrays["keys"][:1].copy(), "embedding": arrays["embedding"][:1].copy()})
+    with pytest.warns(ScarceWarning, match="rows changed"):
+        assert not cache.lookup(["a", "b"])[0].any()
+
+
+def test_store_refuses_a_shard_without_fields(tmp_path):
+    with pytest.raises(ScarceError, match="at least one field"):
+        EmbeddingCache(tmp_path, "model-x").store(["a"], {})
+
+
 # ---------------------------------------------------------------------- item 8: devices, outputs
+
+@pytest.mark.parametrize("name", ["CPU", " cpu", "Cpu\n", "cpu:0"])
+def test_device_names_in_any_case_or_spacing_are_returned_canonical(name):
+    torch = pytest.importorskip("torch")
+    from scarce.encoders.device import check_device
+
+    device = check_device(name)
+    assert device == name.strip().lower()
+    assert torch.zeros(1).to(device).device.type == "cpu"
+
+
+def test_unreadable_jsonl_corpus_is_a_clear_error(tmp_path, monkeypatch):
+    path = jsonl(tmp_path, [json.dumps(GOOD)])
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(corpus_module.Path, "open", denied)
+    with pytest.raises(ScarceError, match=re.escape(repr(str(path))) + " cannot be read: Permission denied"):
+        read_corpus(path)
+
+
+def test_parquet_corpus_footer_reader_is_closed(tmp_path, llm_corpus, monkeypatch):
+    import pyarrow.parquet as pq
+
+    path = write_corpus(llm_corpus, tmp_path / "c.parquet")
+    closed = []
+    real_close = pq.ParquetFile.close
+    monkeypatch.setattr(pq.ParquetFile, "close", lambda self, force=False: closed.append(1) or real_close(self))
+    assert len(read_corpus(path)) == len(llm_corpus)
+    assert closed
+
+
+def test_artifact_removed_between_size_check_and_open_is_reported_missing(tmp_path, monkeypatch):
+    from scarce.datasets import jailbreakbench
+
+    path = tmp_path / "PAIR" / "black_box" / "m.json"
+    monkeypatch.setattr(jailbreakbench, "_check_size", lambda *args: None)  # the file vanishes after it
+    with pytest.raises(ScarceError, match="does not exist"):
+        read_attack_artifact(path)
+    with pytest.raises(ScarceError, match="does not exist"):
+        read_behaviors(tmp_path / "harmful-behaviors.csv", harmful=True)
+
+
 
 def test_cuda_on_a_machine_without_it_is_a_clear_error():
     torch = pytest.importorskip("torch")

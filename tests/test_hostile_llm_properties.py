@@ -236,7 +236,7 @@ def test_malformed_shards_are_clean(workdir, arrays, keys, checksum):
     outcome = _lookup(root)
     if outcome is not None and outcome[0].any():
         found, values = outcome
-        assert checksum == "right"
+        assert checksum in ("right", "none")
         for value in values.values():
             assert value.shape[0] == len(TEXTS)
 

@@ -182,7 +182,7 @@ def _load_json(path: Path) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-    except FileNotFoundError:
+    except FileNotFoundError:  # removed between the size check and the open
         raise ScarceError(f"artifact file {str(path)!r} does not exist") from None
     except RecursionError:
         raise ScarceError(f"artifact file {str(path)!r} is nested too deeply to be a JailbreakBench "
@@ -359,7 +359,7 @@ def read_behaviors(path: PathLike, *, harmful: bool) -> pd.DataFrame:
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
             rows = list(reader)
-    except FileNotFoundError:
+    except FileNotFoundError:  # removed between the size check and the open
         raise ScarceError(f"behaviours file {str(path)!r} does not exist") from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise ScarceError(f"behaviours file {str(path)!r} is not a readable CSV: {exc}") from None

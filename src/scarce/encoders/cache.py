@@ -12,11 +12,18 @@ the output). That directory holds ``identity.json`` (the identity in clear) and 
 
 Shards are written to a temporary file and renamed (``os.replace``), so a shard is either
 complete or absent: an interrupted run loses at most the batch in flight, and the next run
-recomputes only the texts with no shard. The index (digest -> shard, row) is rebuilt from the
-shards when the cache is opened, and every shard is verified (:func:`read_shard`: size bounds,
-checksum, one row per key) when it is indexed and again when it is read. A shard that fails is
-renamed ``*.rejected`` with a :class:`~scarce.errors.ScarceWarning` and its texts are
-recomputed, so a damaged or edited shard never supplies numbers. Nothing is pickled
+recomputes only the texts with no shard. Opening the cache reads only each shard's ``keys`` and
+checksum (after the size bounds) to rebuild the index (digest -> shard, row); a shard's other
+arrays are read, and its checksum and rows verified, the first time one of its texts is looked
+up. The verified state is remembered with the file's identity (inode, size, modification time),
+so a shard is hashed once per cache object unless the file changes on disk.
+
+A shard without a checksum member was written before shards carried one: if it passes the
+structural checks (hex keys, one row per key in every numeric field, the size bounds) it is kept
+and rewritten atomically with its checksum, and one warning per cache directory says how many
+were upgraded. A shard that fails a check, or whose checksum is present and wrong, is renamed
+``*.rejected`` (one :class:`~scarce.errors.ScarceWarning` per opening or lookup) and its texts
+are recomputed, so a damaged or edited shard never supplies numbers. Nothing is pickled
 (``allow_pickle=False`` on read).
 
 >>> import numpy as np, tempfile
@@ -37,9 +44,10 @@ import re
 import uuid
 import warnings
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import BinaryIO, Union
 
 import numpy as np
 
@@ -62,11 +70,36 @@ MAX_SHARD_BYTES = 1 << 30
 _MAX_MEMBERS = 64
 _NUMERIC = "fiub"
 _HEX = re.compile(rb"[0-9a-f]{64}")
+#: How many set-aside shards a warning names before it says "and N more".
+_NAMED = 3
+
+#: A file's identity on disk: (device, inode, size, modification time in ns).
+Signature = tuple[int, int, int, int]
 
 
 def text_digest(text: str) -> str:
     """The sha256 hex digest of ``text`` encoded as UTF-8 (the cache key of a text)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class _ShardState:
+    """What the cache knows of one indexed shard: the checksum its arrays must have and, once they
+    were hashed and found to match, the signature of the file that was verified (a file replaced
+    or rewritten since, with a new inode, size or modification time, is verified again)."""
+
+    checksum: str
+    verified: Signature | None = None
+
+
+@dataclass
+class _Opened:
+    """What opening a cache directory found: shards set aside, and legacy shards kept."""
+
+    rejected: list[tuple[Path, str]]
+    upgraded: int = 0
+    not_rewritten: int = 0
+    rewrite_error: str = ""
 
 
 class EmbeddingCache:
@@ -80,6 +113,12 @@ class EmbeddingCache:
     identity : str
         Everything that determines the encoder's output for a given text (model, tokenizer,
         dtype, settings). Two encoders with the same identity must give the same arrays.
+
+    Warns
+    -----
+    ScarceWarning
+        Once per opening when shards were set aside, and once when shards written without a
+        checksum (by an older version) were kept and upgraded.
     """
 
     def __init__(self, directory: PathLike, identity: str):
@@ -97,8 +136,14 @@ class EmbeddingCache:
             raise ScarceError(f"cache_dir {str(root)!r} cannot be created or written: {exc}") from None
         self._write_identity()
         self._index: dict[str, tuple[Path, int]] = {}
+        self._shards: dict[Path, _ShardState] = {}
+        opened = _Opened(rejected=[])
         for shard in sorted(self.directory.glob(_SHARD_GLOB)):
-            self._add_to_index(shard)
+            self._add_to_index(shard, opened)
+        if opened.rejected:
+            _warn(_rejected_message(self.directory, opened.rejected), stacklevel=2)
+        if opened.upgraded:
+            _warn(_upgraded_message(self.directory, opened), stacklevel=2)
 
     def _write_identity(self) -> None:
         path = self.directory / "identity.json"
@@ -109,19 +154,52 @@ class EmbeddingCache:
                 raise ScarceError(f"cache_dir {str(self.directory)!r} cannot be written: "
                                   f"{exc.strerror or exc}") from None
 
-    def _add_to_index(self, shard: Path) -> None:
-        arrays = read_shard(shard)
-        if isinstance(arrays, str):
-            _reject(shard, arrays)
+    def _add_to_index(self, shard: Path, opened: _Opened) -> None:
+        """Index ``shard`` from its keys and checksum alone; upgrade it if it has no checksum."""
+        head = _read_members(shard, ("keys", CHECKSUM))
+        if isinstance(head, str):
+            opened.rejected.append((shard, _set_aside(shard, head)))
             return
-        for row, key in enumerate(arrays["keys"]):
+        keys = head[0].get("keys")
+        problem = _keys_problem(keys) or _checksum_problem(head[0].get(CHECKSUM))
+        if problem is not None:
+            opened.rejected.append((shard, _set_aside(shard, problem)))
+            return
+        if CHECKSUM in head[0]:
+            state = _ShardState(head[0][CHECKSUM].item().decode("ascii"))
+        else:
+            state = _upgrade(shard, opened)
+            if state is None:
+                return
+        self._shards[shard] = state
+        for row, key in enumerate(keys.tolist()):
             self._index[key.decode("ascii")] = (shard, row)
 
-    def _drop(self, shard: Path, reason: str) -> None:
-        _reject(shard, reason)
+    def _verified_arrays(self, shard: Path) -> dict[str, np.ndarray] | str:
+        """``shard``'s arrays, checked against its checksum unless this very file was verified."""
+        state = self._shards[shard]
+        read = _read_members(shard)
+        if isinstance(read, str):
+            return read
+        arrays, signature = read
+        stated = arrays.pop(CHECKSUM, None)
+        problem = _checksum_problem(stated) or _structure_problem(arrays)
+        if problem is not None:
+            return problem
+        expected = state.checksum if stated is None else stated.item().decode("ascii")
+        if signature != state.verified:
+            if shard_checksum(arrays) != expected:
+                return "its checksum does not match its contents (the file was changed or damaged)"
+            state.checksum, state.verified = expected, signature
+        return arrays
+
+    def _drop(self, shard: Path, reason: str) -> tuple[Path, str]:
         self._index = {k: v for k, v in self._index.items() if v[0] != shard}
+        self._shards.pop(shard, None)
+        return shard, _set_aside(shard, reason)
 
     def __len__(self) -> int:
+        """The number of texts indexed (a shard's rows are verified when first looked up)."""
         return len(self._index)
 
     def __contains__(self, text: object) -> bool:
@@ -131,9 +209,10 @@ class EmbeddingCache:
         """Return ``(found, values)`` for ``texts``.
 
         ``found`` is a boolean mask; ``values`` maps each cached field to an array whose first axis
-        runs over ``texts`` (rows of texts not found are zero). Empty when nothing is found. Each
-        shard read is verified again (checksum, rows); one that fails is set aside with a warning
-        and its texts count as not found, so they are recomputed.
+        runs over ``texts`` (rows of texts not found are zero). Empty when nothing is found. A
+        shard is verified (checksum, rows) when first read, and again only if its file changed;
+        one that fails is set aside (one warning per lookup) and its texts count as not found,
+        so they are recomputed.
 
         Raises
         ------
@@ -149,15 +228,15 @@ class EmbeddingCache:
                 where.setdefault(hit[0], []).append((i, hit[1]))
         values: dict[str, np.ndarray] = {}
         layout: tuple[Path, dict[str, tuple[str, tuple[int, ...]]]] | None = None
+        rejected = []
         for shard, pairs in where.items():
             targets = np.array([p[0] for p in pairs])
             rows = np.array([p[1] for p in pairs])
-            arrays = read_shard(shard)
-            if not isinstance(arrays, str) and not all(
-                    arrays["keys"][r].decode("ascii") == digests[t] for t, r in pairs):
+            arrays = self._verified_arrays(shard)
+            if not isinstance(arrays, str) and not _rows_match(arrays["keys"], pairs, digests):
                 arrays = "its rows changed since the cache was opened"
             if isinstance(arrays, str):
-                self._drop(shard, arrays)
+                rejected.append(self._drop(shard, arrays))
                 continue
             fields = {n: (a.dtype.str, a.shape[1:]) for n, a in arrays.items() if n != "keys"}
             if layout is None:
@@ -166,13 +245,10 @@ class EmbeddingCache:
                 raise ScarceError(f"embedding cache shards {str(layout[0])!r} and {str(shard)!r} hold "
                                   f"different fields for one encoder ({layout[1]} and {fields}); delete "
                                   f"{str(self.directory)!r} to recompute its embeddings")
-            for name, column in arrays.items():
-                if name == "keys":
-                    continue
-                if name not in values:
-                    values[name] = np.zeros((len(texts),) + column.shape[1:], dtype=column.dtype)
-                values[name][targets] = column[rows]
+            _scatter(values, arrays, targets, rows, len(texts))
             found[targets] = True
+        if rejected:
+            _warn(_rejected_message(self.directory, rejected), stacklevel=2)
         return found, values
 
     def store(self, texts: Sequence[str], arrays: Mapping[str, np.ndarray]) -> Path:
@@ -182,24 +258,41 @@ class EmbeddingCache:
         if reserved:
             raise ScarceError(f"arrays must not contain a field named {reserved[0]!r} (reserved for the "
                               "text digests and the shard checksum)")
+        if not arrays:
+            raise ScarceError("arrays must hold at least one field (a shard with none would mark its texts "
+                              "found without values)")
         columns = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
         for name, value in columns.items():
             if value.dtype.kind not in _NUMERIC or value.shape[:1] != (len(texts),):
                 raise ScarceError(f"cached field {name!r} must be a numeric array with {len(texts)} rows "
                                   f"(one per text); got dtype {value.dtype} and shape {value.shape}")
         keys = np.array([text_digest(t) for t in texts], dtype="S64")
-        checksum = np.array(shard_checksum({"keys": keys, **columns}), dtype="S64")
-        buffer = io.BytesIO()
-        np.savez(buffer, keys=keys, **{CHECKSUM: checksum}, **columns)
         path = self.directory / f"shard-{uuid.uuid4().hex}.npz"
         try:
-            atomic_write_bytes(path, buffer.getvalue())
+            checksum = _write_shard(path, {"keys": keys, **columns})
+            self._shards[path] = _ShardState(checksum, _signature(os.stat(path)))
         except OSError as exc:
             raise ScarceError(f"embedding cache shard {str(path)!r} cannot be written: "
                               f"{exc.strerror or exc}") from None
-        for row, key in enumerate(keys):
+        for row, key in enumerate(keys.tolist()):
             self._index[key.decode("ascii")] = (path, row)
         return path
+
+
+def _rows_match(keys: np.ndarray, pairs: Sequence[tuple[int, int]], digests: Sequence[str]) -> bool:
+    """Whether row ``r`` of ``keys`` still holds the digest of text ``t`` for every ``(t, r)``."""
+    return all(r < keys.size and keys[r].decode("ascii") == digests[t] for t, r in pairs)
+
+
+def _scatter(values: dict[str, np.ndarray], arrays: Mapping[str, np.ndarray], targets: np.ndarray,
+             rows: np.ndarray, n: int) -> None:
+    """Copy rows ``rows`` of every field of ``arrays`` into rows ``targets`` of ``values``."""
+    for name, column in arrays.items():
+        if name == "keys":
+            continue
+        if name not in values:
+            values[name] = np.zeros((n,) + column.shape[1:], dtype=column.dtype)
+        values[name][targets] = column[rows]
 
 
 def shard_checksum(arrays: Mapping[str, np.ndarray]) -> str:
@@ -212,12 +305,24 @@ def shard_checksum(arrays: Mapping[str, np.ndarray]) -> str:
     return digest.hexdigest()
 
 
-def _zip_problem(path: Path) -> str | None:
+def _write_shard(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
+    """Write ``arrays`` and their checksum to ``path`` atomically; returns the checksum."""
+    checksum = shard_checksum(arrays)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays, **{CHECKSUM: np.array(checksum, dtype="S64")})
+    atomic_write_bytes(path, buffer.getvalue())
+    return checksum
+
+
+def _signature(stat: os.stat_result) -> Signature:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _zip_problem(handle: BinaryIO, size: int) -> str | None:
     """Refuse a shard whose size or declared member sizes exceed the bound, or that is compressed."""
-    size = path.stat().st_size
     if size > MAX_SHARD_BYTES:
         return f"it is {size:,} bytes, more than the {MAX_SHARD_BYTES:,} a shard may have"
-    with zipfile.ZipFile(path) as archive:
+    with zipfile.ZipFile(handle) as archive:
         members = archive.infolist()
     if len(members) > _MAX_MEMBERS:
         return f"it holds {len(members)} arrays"
@@ -229,46 +334,130 @@ def _zip_problem(path: Path) -> str | None:
     return None
 
 
+def _read_members(path: Path, names: Collection[str] | None = None
+                  ) -> tuple[dict[str, np.ndarray], Signature] | str:
+    """The arrays ``names`` of a shard (all when None; absent ones are left out) and the signature
+    of the file they were read from, after the size bounds; a reason string if it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            problem = _zip_problem(handle, stat.st_size)
+            if problem is not None:
+                return problem
+            handle.seek(0)
+            with np.load(handle, allow_pickle=False) as archive:
+                wanted = archive.files if names is None else [n for n in archive.files if n in names]
+                return {name: archive[name] for name in wanted}, _signature(stat)
+    except Exception as exc:  # noqa: BLE001 - any failure to parse an untrusted file: unreadable
+        return f"it is not a readable NumPy archive ({type(exc).__name__}: {exc})"
+
+
+def _keys_problem(keys: object) -> str | None:
+    if not isinstance(keys, np.ndarray) or keys.dtype != np.dtype("S64") or keys.ndim != 1 or \
+            not all(_HEX.fullmatch(k) for k in keys.tolist()):
+        return "its 'keys' are not 64-digit hex text digests"
+    return None
+
+
+def _checksum_problem(stated: np.ndarray | None) -> str | None:
+    """A checksum member that is present but is not one 64-digit hex digest; None if absent or sound."""
+    if stated is None:
+        return None
+    if stated.shape != () or stated.dtype != np.dtype("S64") or not _HEX.fullmatch(stated.item()):
+        return "its checksum member is not a 64-digit hex digest (the file was changed or damaged)"
+    return None
+
+
+def _structure_problem(arrays: Mapping[str, np.ndarray]) -> str | None:
+    """What is wrong with a shard's arrays (checksum member removed), or None: hex ``keys``, at least
+    one field, and every field numeric with one row per key."""
+    keys = arrays.get("keys")
+    problem = _keys_problem(keys)
+    if problem is not None:
+        return problem
+    if len(arrays) == 1:
+        return "it holds no field besides 'keys'"
+    for name, value in arrays.items():
+        if name != "keys" and (value.dtype.kind not in _NUMERIC or value.shape[:1] != keys.shape):
+            return f"field {name!r} has dtype {value.dtype} and shape {value.shape} for {keys.size} keys"
+    return None
+
+
 def read_shard(path: Path) -> dict[str, np.ndarray] | str:
     """A shard's arrays (``keys`` and the fields) after verifying it; a reason string if it fails.
 
     Verified: the size bounds, the checksum over every array, ``keys`` (64 hex digits each) and
-    one row per key in every numeric field.
+    one row per key in every numeric field. A shard without a checksum fails here;
+    :class:`EmbeddingCache` upgrades such legacy shards when it opens their directory.
     """
-    try:
-        problem = _zip_problem(path)
-        if problem is not None:
-            return problem
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
-    except Exception as exc:  # noqa: BLE001 - any failure to parse an untrusted file: unreadable
-        return f"it is not a readable NumPy archive ({type(exc).__name__}: {exc})"
+    read = _read_members(Path(path))
+    if isinstance(read, str):
+        return read
+    arrays = read[0]
     stated = arrays.pop(CHECKSUM, None)
     if stated is None:
         return "it carries no checksum (written by an older version, or not a shard)"
-    if stated.shape != () or stated.dtype != np.dtype("S64") or \
-            stated.item().decode("ascii", "replace") != shard_checksum(arrays):
+    if _checksum_problem(stated) is not None or stated.item().decode("ascii") != shard_checksum(arrays):
         return "its checksum does not match its contents (the file was changed or damaged)"
-    keys = arrays.get("keys")
-    if keys is None or keys.dtype != np.dtype("S64") or keys.ndim != 1 or \
-            not all(_HEX.fullmatch(k) for k in keys.tolist()):
-        return "its 'keys' are not 64-digit hex text digests"
-    for name, value in arrays.items():
-        if name != "keys" and (value.dtype.kind not in _NUMERIC or value.shape[:1] != keys.shape):
-            return f"field {name!r} has dtype {value.dtype} and shape {value.shape} for {keys.size} keys"
-    return arrays
+    return _structure_problem(arrays) or arrays
 
 
-def _reject(shard: Path, reason: str) -> None:
-    """Warn about a shard that is not used and set it aside (``.rejected``) so it warns once."""
+def _upgrade(shard: Path, opened: _Opened) -> _ShardState | None:
+    """Keep a shard written without a checksum if its structure is sound, rewriting it with one.
+
+    Returns its state (verified), or None when it was set aside. When it cannot be rewritten
+    (a read-only cache), the checksum computed now is kept in memory and checked on lookup.
+    """
+    read = _read_members(shard)
+    if isinstance(read, str):
+        opened.rejected.append((shard, _set_aside(shard, read)))
+        return None
+    arrays, signature = read
+    problem = _structure_problem(arrays)
+    if problem is not None:
+        opened.rejected.append((shard, _set_aside(shard, problem)))
+        return None
+    opened.upgraded += 1
+    try:
+        checksum = _write_shard(shard, arrays)
+        signature = _signature(os.stat(shard))
+    except OSError as exc:
+        opened.not_rewritten += 1
+        opened.rewrite_error = str(exc.strerror or exc)
+        checksum = shard_checksum(arrays)
+    return _ShardState(checksum, signature)
+
+
+def _set_aside(shard: Path, reason: str) -> str:
+    """Rename a shard that is not used to ``*.rejected`` (so it is reported once); returns the
+    reason with where the shard now is."""
     aside = shard.with_name(shard.name + ".rejected")
     try:
         os.replace(shard, aside)
-        where = f"moved to {aside.name}"
+        return f"{reason}; moved to {aside.name}"
     except OSError:
-        where = "left in place"
-    warnings.warn(f"embedding cache shard {str(shard)!r} is not used: {reason}; it is {where} and its "
-                  "texts are recomputed", ScarceWarning, stacklevel=3)
+        return f"{reason}; left in place"
+
+
+def _rejected_message(directory: Path, rejected: Sequence[tuple[Path, str]]) -> str:
+    named = "; ".join(f"{shard.name!r}: {why}" for shard, why in rejected[:_NAMED])
+    more = f"; and {len(rejected) - _NAMED} more" if len(rejected) > _NAMED else ""
+    return (f"{len(rejected)} embedding cache shard(s) in {str(directory)!r} are not used and their texts "
+            f"are recomputed: {named}{more}")
+
+
+def _upgraded_message(directory: Path, opened: _Opened) -> str:
+    message = (f"{opened.upgraded} embedding cache shard(s) in {str(directory)!r} carry no checksum (written "
+               "by an older version of scarce); they passed the structural checks and are kept")
+    if opened.not_rewritten:
+        return (f"{message}, but {opened.not_rewritten} could not be rewritten with a checksum "
+                f"({opened.rewrite_error}) and are upgraded again at the next opening")
+    return f"{message}, rewritten with a checksum"
+
+
+def _warn(message: str, stacklevel: int) -> None:
+    """A ScarceWarning with ``stacklevel`` counted from the function calling this one (2: its caller)."""
+    warnings.warn(message, ScarceWarning, stacklevel=stacklevel + 1)
 
 
 def _unique(texts: Sequence[str]) -> list[str]:

@@ -31,7 +31,11 @@ def available_devices() -> list[str]:
 
 
 def check_device(device: object) -> str | None:
-    """Return ``device`` if this machine can run a model there; None stays None (the default).
+    """Return ``device`` in canonical form if this machine can run a model there; None stays None.
+
+    The name is matched without surrounding spaces and case (``' CPU'``, ``'Cuda:0'``), and the
+    form returned is the one torch accepts (``'cpu'``, ``'cuda:0'``), so the value can be passed
+    to ``tensor.to(...)`` as it is.
 
     Raises
     ------
@@ -44,14 +48,15 @@ def check_device(device: object) -> str | None:
     if not isinstance(device, str):
         raise ScarceError(f"device must be a string such as 'cpu', 'cuda' or 'cuda:0', got {device!r} "
                           f"({type(device).__name__})")
-    match = _FORM.match(device.strip().lower())
+    canonical = device.strip().lower()
+    match = _FORM.fullmatch(canonical)
     if match is None:
         raise ScarceError(f"device must be 'cpu', 'cuda', 'cuda:<index>' or 'mps', got {device!r}")
     kind, index = match.group(1), match.group(2)
     if kind == "cpu":
         if index not in (None, "0"):
             raise ScarceError(f"device {device!r}: the CPU takes no index; use 'cpu'")
-        return device
+        return canonical
     available = available_devices()
     wanted = f"{kind}:{index}" if kind == "cuda" and index is not None else kind
     present = any(d == wanted or d.startswith(f"{wanted}:") for d in available)
@@ -60,4 +65,4 @@ def check_device(device: object) -> str | None:
                and not any(d.startswith("cuda") for d in available) else "it is not present")
         raise ScarceError(f"device {device!r} cannot be used: {why}; available devices: "
                           f"{', '.join(available)}")
-    return device
+    return canonical

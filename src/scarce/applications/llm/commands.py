@@ -61,7 +61,7 @@ def embed(
         from scarce.encoders.device import check_device
 
         check_corpus_output(out)  # before the work: a directory or an unwritable place is refused now
-        check_device(device)
+        device = check_device(device)
         frame = read_corpus(corpus) if corpus else load_jailbreakbench_corpus(data_dir)
         typer.echo(f"corpus: {len(frame)} records", err=True)
         with _text_progress(f"embedding with {encoder}") as progress:
@@ -116,12 +116,15 @@ def sweep(
     from scarce.applications.llm.sweep import LLMSweep, get_preset, parse_overrides
     from scarce.errors import ScarceError, ScarceWarning
     from scarce.experiments.executors import executor_from_options
+    from scarce.experiments.store import check_run_dir
 
     start = time.perf_counter()
     try:
         chosen = get_preset(preset, **parse_overrides(settings or [], preset))
-        if not run_dir.strip():
-            raise ScarceError("--run-dir must name a directory, got ''")
+        try:
+            check_run_dir(run_dir)  # an empty or blank name would write into the current directory
+        except ScarceError as exc:
+            raise ScarceError(f"--run-dir: {exc}") from None
         if report:
             from scarce.reporting.llm import check_output_dir
 

@@ -98,7 +98,8 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 
     expected = "a corpus table written by 'scarce llm embed' (Parquet)"
     try:
-        metadata = pq.ParquetFile(path).metadata
+        with pq.ParquetFile(path) as parquet:
+            metadata = parquet.metadata
         declared = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
     except Exception as exc:  # noqa: BLE001 - any failure to parse an untrusted footer means "not Parquet"
         raise ScarceError(f"corpus file {str(path)!r} is not a readable Parquet file "
@@ -114,19 +115,23 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
+    """The records of a JSON Lines corpus; an unreadable file is a ScarceError naming it."""
     rows = []
     where = f"corpus file {str(path)!r}"
-    with path.open("rb") as handle:
-        for number in range(1, 1 << 62):
-            raw = handle.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                break
-            if len(raw) > MAX_LINE_BYTES:
-                raise ScarceError(f"{where}, line {number}: longer than {MAX_LINE_BYTES:,} bytes; JSON Lines "
-                                  "holds one record (a JSON object) per line")
-            record = _json_record(raw, f"{where}, line {number}")
-            if record is not None:
-                rows.append(record)
+    try:
+        with path.open("rb") as handle:
+            for number in range(1, 1 << 62):
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                if len(raw) > MAX_LINE_BYTES:
+                    raise ScarceError(f"{where}, line {number}: longer than {MAX_LINE_BYTES:,} bytes; JSON "
+                                      "Lines holds one record (a JSON object) per line")
+                record = _json_record(raw, f"{where}, line {number}")
+                if record is not None:
+                    rows.append(record)
+    except OSError as exc:
+        raise ScarceError(f"{where} cannot be read: {exc.strerror or exc}") from None
     return pd.DataFrame(rows)
 
 
