@@ -153,11 +153,25 @@ def test_centroid_on_small_ordinary_magnitudes_is_not_called_coincident():
     assert ruler.separation_auc_ > 0.9
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 def test_scoring_far_beyond_the_fitted_range_raises():
     Z, y = _labelled()
     ruler = make_ruler("mah_bad").fit(Z, y)
     with pytest.raises(ScarceError, match=r"Z: MahalanobisRuler gives \d+ non-finite score"):
         ruler.score_samples(Z * 1e300)
+
+
+@pytest.mark.parametrize("error_state", ["numpy_raise", "warnings_error"])
+def test_scoring_gives_the_same_scores_and_errors_in_any_floating_point_error_state(error_state):
+    # scoring runs under the caller's error state (no np.errstate on the hot path)
+    Z, y = _labelled()
+    ruler = make_ruler("mah_bad").fit(Z, y)
+    expected = ruler.score_samples(Z)
+    with np.errstate(all="raise" if error_state == "numpy_raise" else "warn"), warnings.catch_warnings():
+        warnings.simplefilter("error" if error_state == "warnings_error" else "default")
+        np.testing.assert_array_equal(ruler.score_samples(Z), expected)
+        with pytest.raises(ScarceError, match=r"Z: MahalanobisRuler gives \d+ non-finite score"):
+            ruler.score_samples(Z * 1e300)
 
 
 def test_constant_ruler_warns():
@@ -205,8 +219,33 @@ def test_density_bandwidth_outside_the_allowed_range_is_rejected(bandwidth):
 
 def test_metric_k_error_names_k_not_an_internal_name():
     x = np.arange(3.0)
-    with pytest.raises(ScarceError, match=r"^k must be smaller than both sample sizes .* k=3 with 3 good and 3 bad"):
+    with pytest.raises(ScarceError, match=r"^k=3 is too large for kl_good_bad: it needs at least 4 good and "
+                                          r"3 bad scores, got 3 good and 3 bad"):
         compute_metric("kl_good_bad", x, x + 1, k=3)
+
+
+def test_knn_metrics_accept_exactly_the_sample_sizes_their_estimator_needs():
+    # KL(P || Q) needs k + 1 samples of P and k of Q, so n_bad == k is enough for kl_good_bad
+    rng = np.random.default_rng(3)
+    good, bad = rng.normal(0, 1, 4), rng.normal(2, 1, 3)
+    assert compute_metric("kl_good_bad", good, bad, k=3) == knn_kl_divergence(good, bad, 3)
+    assert compute_metric("kl_bad_good", bad, good, k=3) == knn_kl_divergence(good, bad, 3)
+    for name, g, b in (("kl_bad_good", good, bad), ("kl_good_bad", bad, good), ("jeffreys", good, bad)):
+        with pytest.raises(ScarceError, match=rf"^k=3 is too large for {name}: it needs at least"):
+            compute_metric(name, g, b, k=3)
+    assert np.isfinite(compute_metrics(["jeffreys", "energy"], good, rng.normal(2, 1, 4), k=3)["jeffreys"])
+
+
+def test_energy_of_scores_beyond_2_64_grows_with_the_square_root_of_the_scale():
+    # scipy's energy distance is sqrt(2 E|X-Y| - E|X-X'| - E|Y-Y'|): scaling scores by s scales it by sqrt(s)
+    rng = np.random.default_rng(4)
+    good, bad = rng.normal(0, 1, 40), rng.normal(1, 1, 30)
+    base = compute_metric("energy", good, bad)
+    assert compute_metric("energy", good * 2.0**70, bad * 2.0**70) == pytest.approx(base * 2.0**35, rel=1e-12)
+    below, above = (compute_metric("energy", good * 2.0**e, bad * 2.0**e) / base for e in (62, 66))
+    assert below == pytest.approx(2.0**31, rel=1e-12) and above == pytest.approx(2.0**33, rel=1e-12)
+    assert compute_metric("wasserstein", good * 2.0**70, bad * 2.0**70) == pytest.approx(
+        compute_metric("wasserstein", good, bad) * 2.0**70, rel=1e-12)
 
 
 def test_extreme_scores_give_finite_metrics():

@@ -228,6 +228,46 @@ def test_process_pool_workers_and_resource_tracker_die_with_a_killed_parent(tmp_
             os.kill(pid, signal.SIGKILL)
 
 
+_LATE_INIT_SCRIPT = textwrap.dedent("""
+    import multiprocessing, os, time
+    from scarce.experiments.executors import _die_with_parent
+
+    def late_initializer(parent):
+        while os.getppid() == parent:   # the parent dies before the initializer runs
+            time.sleep(0.01)
+        _die_with_parent()
+        time.sleep(60)
+
+    if __name__ == "__main__":
+        child = multiprocessing.get_context("spawn").Process(target=late_initializer, args=(os.getpid(),))
+        child.start()
+        print(child.pid, flush=True)
+        time.sleep(60)
+""")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_pool_worker_whose_parent_died_before_its_initializer_exits(tmp_path):
+    script = tmp_path / "late.py"
+    script.write_text(_LATE_INIT_SCRIPT)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(child):
+            time.sleep(0.05)
+        assert not _alive(child)   # it did not watch init, its new parent, forever
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
 # -- the vision configuration and application ----------------------------------------------------
 def _vision(args: list[str], tmp_path: Path):
     return runner.invoke(app, ["vision", "--preset", "tiny", "--executor", "serial",
@@ -374,11 +414,12 @@ def test_gzip_bomb_behind_a_small_header_is_refused_without_decompressing(tmp_pa
     assert path.stat().st_size < 200_000
 
     def read():
-        with pytest.raises(ScarceError, match="corrupt gzip"):
+        # decompression stops one byte after the declared data
+        with pytest.raises(ScarceError, match="extra bytes"):
             read_idx(path)
 
     assert _peak_bytes(read) < 4 << 20
-    # the same with a forged gzip trailer: decompression stops one byte after the declared data
+    # the same with a forged gzip trailer (the trailer is not trusted either way)
     data = bytearray(path.read_bytes())
     data[-4:] = (len(header) + 10).to_bytes(4, "little")
     path.write_bytes(bytes(data))
@@ -388,6 +429,36 @@ def test_gzip_bomb_behind_a_small_header_is_refused_without_decompressing(tmp_pa
             read_idx(path)
 
     assert _peak_bytes(read_forged) < 4 << 20
+
+
+def test_gzip_header_declaring_more_than_deflate_can_produce_is_refused(tmp_path):
+    # 500 MB declared (under MAX_IDX_BYTES) in a file of a few hundred bytes: beyond deflate's ratio
+    header = bytes([0, 0, 8, 3]) + b"".join(n.to_bytes(4, "big") for n in (500_000, 1000, 1))
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    path.write_bytes(gzip.compress(header + bytes(1000), mtime=0))
+
+    def read():
+        with pytest.raises(ScarceError, match="corrupt gzip.*more than deflate can produce"):
+            read_idx(path)
+
+    assert _peak_bytes(read) < 4 << 20
+
+
+def test_zero_padded_gzip_idx_is_read(tmp_path):
+    array = np.arange(60, dtype=np.uint8).reshape(5, 3, 4)
+    path = write_idx(tmp_path / "padded.gz", array, compress=True)
+    path.write_bytes(path.read_bytes() + bytes(16))   # tape and block devices pad gzip files with zeros
+    np.testing.assert_array_equal(read_idx(path), array)
+
+
+def test_multi_member_gzip_idx_is_read(tmp_path):
+    # `cat a.gz b.gz`: the last trailer holds only the last member's size, not the whole file's
+    array = np.arange(600, dtype=np.int16).reshape(20, 30)
+    raw = write_idx(tmp_path / "raw", array).read_bytes()
+    path = tmp_path / "multi.gz"
+    path.write_bytes(gzip.compress(raw[:100], mtime=0) + gzip.compress(raw[100:], mtime=0))
+    np.testing.assert_array_equal(read_idx(path), array)
+    assert int.from_bytes(path.read_bytes()[-4:], "little") != len(raw)
 
 
 def test_idx_header_beyond_the_size_limit_is_refused_before_reading(tmp_path):

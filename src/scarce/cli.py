@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
@@ -59,8 +59,7 @@ def estimate(
     try:
         _check_report_options(confidence, delta)
     except ScarceError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
+        _fail(str(exc), exc)
     params: dict[str, object] = {}
     if problem == "four_branch":
         params["k"] = k
@@ -85,8 +84,7 @@ def estimate(
             else:
                 result = _with_progress(estimator, rare, seed)
     except (ScarceError, TypeError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
+        _fail(str(exc), exc)
     if json_output:
         typer.echo(result.to_json(indent=2))
         return
@@ -170,16 +168,13 @@ def vision(
                 run = VisionRun(chosen, Path(run_dir), context, progress=progress, executor=pool)
                 outcome = run.run()
     except ScarceError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
+        _fail(str(exc), exc)
     except OSError as exc:  # a file the run reads or writes (disk full, permissions, a bad name)
-        typer.echo(f"error: {_describe_os_error(exc)}", err=True)
-        raise typer.Exit(code=2) from exc
+        _fail(_describe_os_error(exc), exc)
     try:
         _vision_report(run, chosen, context.info, outcome, Path(run_dir))
     except OSError as exc:
-        typer.echo(f"error: {_describe_os_error(exc)}", err=True)
-        raise typer.Exit(code=2) from exc
+        _fail(_describe_os_error(exc), exc)
 
 
 def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore[no-untyped-def]
@@ -198,6 +193,12 @@ def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore
     })
     print_vision_tables(rank_rulers(frame), head_to_head(frame))
     typer.echo(f"report: {report}")
+
+
+def _fail(message: str, cause: BaseException) -> NoReturn:
+    """Print ``error: <message>`` on stderr and exit with status 2 (a usage or input error)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code=2) from cause
 
 
 def _describe_os_error(error: OSError) -> str:

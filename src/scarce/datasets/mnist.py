@@ -157,17 +157,21 @@ def _check_declared(path: Path, dims: tuple[int, ...], itemsize: int, found: int
     return expected
 
 
-def _read_stream(stream: Any, path: Path, raw_size: int | None, gz: tuple[int, int | None] | None) -> bytes:
-    """Header and payload of an IDX stream; every size is checked before the payload is read."""
+def _read_stream(stream: Any, path: Path, raw_size: int | None, gz_size: int | None) -> bytes:
+    """Header and payload of an IDX stream; every size is checked before the payload is read.
+
+    ``raw_size`` is the size of a raw file, ``gz_size`` the compressed size of a gzip file (None
+    for the other kind). A gzip file's trailer is not compared with the header: it records the
+    size of the last member only (a multi-member file is valid) and zero padding may follow it;
+    the deflate-ratio bound and reading exactly the declared bytes bound the work instead.
+    """
     header, dims, dtype = _idx_header(stream, path)
     expected = _check_declared(path, dims, dtype.itemsize, None if raw_size is None else raw_size - len(header))
-    if gz is not None:
-        size, trailer = gz
-        total = len(header) + expected
-        if (trailer is not None and trailer != total % 2**32) or total > size * _DEFLATE_MAX_RATIO + 1024:
-            raise ScarceError(f"{path} is a truncated or corrupt gzip file: its IDX header declares {total} "
-                              f"uncompressed bytes, its gzip trailer records {trailer} (mod 2**32) for "
-                              f"{size} compressed bytes; delete it and download it again")
+    total = len(header) + expected
+    if gz_size is not None and total > gz_size * _DEFLATE_MAX_RATIO + 1024:
+        raise ScarceError(f"{path} is a truncated or corrupt gzip file: its IDX header declares {total} "
+                          f"uncompressed bytes, more than deflate can produce from its {gz_size} "
+                          "compressed bytes; delete it and download it again")
     data = _read_upto(stream, expected)
     if len(data) < expected:
         raise ScarceError(f"{path} is truncated: its header declares shape {dims} ({expected} bytes of "
@@ -178,21 +182,11 @@ def _read_stream(stream: Any, path: Path, raw_size: int | None, gz: tuple[int, i
     return header + data
 
 
-def _gzip_trailer(handle: Any, size: int) -> int | None:
-    """ISIZE of a gzip file (its uncompressed size mod 2**32), or None if it is too short to hold one."""
-    if size < 18:
-        return None
-    handle.seek(size - 4)
-    trailer = int.from_bytes(handle.read(4), "little")
-    handle.seek(0)
-    return trailer
-
-
 def _read_bytes(path: Path) -> bytes:
     """The IDX content of a file (gunzipped when it starts with the gzip magic bytes), checked.
 
     The header is read first; its declared shape is checked against :data:`MAX_IDX_BYTES`, the
-    file size (raw) or the gzip trailer and the largest deflate ratio (gzip), and only the declared
+    file size (raw) or the largest deflate ratio of its compressed size (gzip), and only the declared
     number of bytes is then read or decompressed, so a huge or hostile file costs no more than
     its header claims.
     """
@@ -208,10 +202,9 @@ def _read_bytes(path: Path) -> bytes:
         handle.seek(0)
         if not compressed:
             return _read_stream(handle, path, size, None)
-        trailer = _gzip_trailer(handle, size)
         try:
             with gzip.GzipFile(fileobj=handle, mode="rb") as stream:
-                return _read_stream(stream, path, None, (size, trailer))
+                return _read_stream(stream, path, None, size)
         except (EOFError, OSError, zlib.error) as exc:
             raise ScarceError(f"{path} is a truncated or corrupt gzip file ({exc}); "
                               "delete it and download it again") from None

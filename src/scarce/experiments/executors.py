@@ -277,8 +277,16 @@ def _check_threads(threads: int | None) -> int | None:
     return None if threads is None else check_positive_int("threads_per_task", threads)
 
 
-#: Seconds between two checks of a pool worker that the process that started it is alive.
+#: Seconds between two checks of a worker with no parent sentinel that its parent is alive.
 PARENT_POLL_SECONDS = 0.5
+
+
+def _wait_parent_sentinel(sentinel: Any) -> None:
+    """Block until the parent process's sentinel is ready (the parent ended), then exit."""
+    from multiprocessing.connection import wait
+
+    wait([sentinel])
+    os._exit(1)
 
 
 def _watch_parent(parent: int, interval: float) -> None:
@@ -295,16 +303,24 @@ def _die_with_parent(interval: float = PARENT_POLL_SECONDS) -> None:
 
     ``concurrent.futures`` workers block on their task queue and outlive a parent killed with
     SIGKILL (which runs no clean-up), and they keep multiprocessing's resource tracker alive
-    with them. Polling ``os.getppid()`` works on every POSIX system and with any thread having
-    started the pool (``PR_SET_PDEATHSIG`` would fire when the *thread* that spawned the worker
-    ends). On Windows, where the parent id does not change, this does nothing.
+    with them. The thread waits on ``multiprocessing.parent_process().sentinel``, a handle the
+    parent created before starting the worker and that becomes ready when the parent ends, so
+    it neither polls nor misses a parent that died before this initializer ran (reading the
+    parent's id here would then read init's). ``PR_SET_PDEATHSIG`` is not used: it fires when
+    the *thread* that spawned the worker ends. Only in a process that multiprocessing did not
+    start (no sentinel) does it fall back to polling ``os.getppid()`` on POSIX.
     """
-    if os.name != "posix":
-        return
+    import multiprocessing
     import threading
 
-    threading.Thread(target=_watch_parent, args=(os.getppid(), interval), name="scarce-parent-watchdog",
-                     daemon=True).start()
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.sentinel is not None:
+        target, args = _wait_parent_sentinel, (parent.sentinel,)
+    elif os.name == "posix":
+        target, args = _watch_parent, (os.getppid(), interval)
+    else:
+        return
+    threading.Thread(target=target, args=args, name="scarce-parent-watchdog", daemon=True).start()
 
 
 def _process_init(payload: bytes, threads: int | None) -> None:

@@ -162,18 +162,32 @@ class BaseRuler(BaseEstimator):
         return Z if scale == 1.0 else Z / scale
 
     def _checked_scores(self, Z: NDArray[np.float64], what: str) -> NDArray[np.float64]:
-        """``_score(Z)`` as float64 (n,), or a :class:`ScarceError` when any score is not finite."""
-        with np.errstate(over="ignore", invalid="ignore"):
+        """``_score(Z)`` as float64 (n,), or a :class:`ScarceError` when any score is not finite.
+
+        Scoring is the per-query hot path, so ``_score`` runs under NumPy's current error state
+        (entering an ``np.errstate`` block is a large share of the cost of a small batch); only when that state
+        turns an overflow into an exception (``np.seterr(all="raise")``, or warnings made errors)
+        is the batch scored again with overflow ignored, so the scores and the errors are the
+        same in every error state.
+        """
+        try:
             scores = np.asarray(self._score(Z), dtype=np.float64).reshape(Z.shape[0])
-        finite = np.isfinite(scores)
-        if not finite.all():
-            row = int(np.flatnonzero(~finite)[0])
-            raise ScarceError(
-                f"Z: {type(self).__name__} gives {int((~finite).sum())} non-finite score(s) to "
-                f"{what} (the first at row {row}, whose largest |value| is "
-                f"{float(np.abs(Z[row]).max() * getattr(self, 'input_scale_', 1.0)):.3g}); the "
-                "embeddings are too far from the range the ruler was fitted on for float64")
+        except (FloatingPointError, RuntimeWarning):
+            with np.errstate(over="ignore", invalid="ignore"):
+                scores = np.asarray(self._score(Z), dtype=np.float64).reshape(Z.shape[0])
+        if not np.isfinite(scores).all():
+            self._raise_nonfinite(Z, scores, what)
         return scores
+
+    def _raise_nonfinite(self, Z: NDArray[np.float64], scores: NDArray[np.float64], what: str) -> None:
+        """The :class:`ScarceError` for non-finite ``scores``, naming the first offending row."""
+        finite = np.isfinite(scores)
+        row = int(np.flatnonzero(~finite)[0])
+        raise ScarceError(
+            f"Z: {type(self).__name__} gives {int((~finite).sum())} non-finite score(s) to "
+            f"{what} (the first at row {row}, whose largest |value| is "
+            f"{float(np.abs(Z[row]).max() * getattr(self, 'input_scale_', 1.0)):.3g}); the "
+            "embeddings are too far from the range the ruler was fitted on for float64")
 
     def score_samples(self, Z: ArrayLike) -> NDArray[np.float64]:
         """Score embeddings; larger means closer to failure.
@@ -194,7 +208,8 @@ class BaseRuler(BaseEstimator):
             Invalid embeddings, or embeddings so far beyond the fitted range that a score
             overflows float64 (an infinite score would rank nothing).
         """
-        check_is_fitted(self)
+        if not hasattr(self, "n_features_in_"):  # set last by fit: a fitted ruler skips sklearn's scan
+            check_is_fitted(self)
         Z = self._rescale(check_embeddings(Z, n_features=self.n_features_in_))
         return self._checked_scores(Z, "the embeddings scored")
 

@@ -259,9 +259,8 @@ def compute_metrics(names: Iterable[str], good: ArrayLike, bad: ArrayLike, *, k:
     g = check_scores(good, name="good", min_size=2)
     b = check_scores(bad, name="bad", min_size=2)
     k = check_positive_int("k", k)
-    if k >= min(g.size, b.size) and any(spec.estimator == "knn" for spec in specs):
-        raise ScarceError(f"k must be smaller than both sample sizes for the k-NN divergences; got "
-                          f"k={k} with {g.size} good and {b.size} bad scores")
+    for spec in specs:
+        _check_knn_sizes(spec.name, k, g.size, b.size)
     # Every metric is scale-invariant except the two distances, scaled back below: dividing by
     # a power of two (exact) keeps squares and spreads of extreme scores finite.
     scale = power_of_two_scale(g, b)
@@ -282,13 +281,34 @@ def compute_metrics(names: Iterable[str], good: ArrayLike, bad: ArrayLike, *, k:
     return out
 
 
-#: Metrics measured in score units (the others are scale-invariant).
-_IN_SCORE_UNITS = ("wasserstein", "energy")
+#: Smallest (good, bad) sample sizes of each k-NN divergence, as offsets added to ``k``: the
+#: estimator of ``KL(P || Q)`` needs ``k + 1`` samples of P (a point is not its own neighbour)
+#: and ``k`` of Q (see :func:`~scarce.selection.density.knn_kl_divergence`).
+_KNN_MIN_SIZES = {"kl_good_bad": (1, 0), "kl_bad_good": (0, 1), "jeffreys": (1, 1)}
+
+
+def _check_knn_sizes(name: str, k: int, n_good: int, n_bad: int) -> None:
+    """A :class:`ScarceError` when a k-NN divergence has too few samples for neighbour order ``k``."""
+    if name not in _KNN_MIN_SIZES:
+        return
+    extra_good, extra_bad = _KNN_MIN_SIZES[name]
+    if n_good < k + extra_good or n_bad < k + extra_bad:
+        raise ScarceError(f"k={k} is too large for {name}: it needs at least {k + extra_good} good and "
+                          f"{k + extra_bad} bad scores, got {n_good} good and {n_bad} bad; "
+                          "lower k or add scores")
+
+
+#: Metrics measured in score units (the others are scale-invariant), with the power of the
+#: score scale each grows with: the Wasserstein distance is linear in the scale, while
+#: scipy's energy distance is the square root of a combination of mean distances, so it grows
+#: with the square root of the scale.
+_IN_SCORE_UNITS = {"wasserstein": 1.0, "energy": 0.5}
 
 
 def _unscale(name: str, value: float, scale: float) -> float:
-    """``value * scale``, or a :class:`ScarceError` when that exceeds float64's range."""
-    out = value * scale
+    """``value * scale**power`` (the metric's power in :data:`_IN_SCORE_UNITS`), or a
+    :class:`ScarceError` when that exceeds float64's range."""
+    out = value * scale ** _IN_SCORE_UNITS[name]
     if not np.isfinite(out):
         raise ScarceError(f"{name}: the distance between the good and bad scores is about "
                           f"{value:.3g} * {scale:.3g}, beyond float64's range; rescale the scores")
