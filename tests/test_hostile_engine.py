@@ -223,3 +223,29 @@ def test_amls_result_without_failure_or_with_all_failed_has_an_honest_interval()
         everything = RareEventProblem(2, lambda x: (np.zeros(len(x)), np.ones(len(x), bool)))
         lo, hi = AMLS(n_samples=100, n_steps=5).estimate(everything, seed=0).ci()
     assert lo < 1.0 and hi == 1.0
+
+
+def test_intervals_hold_at_n_500_where_a_level_has_only_50_chains():
+    """Few chains a level: the CoV rests on few lineages, so the interval takes t with G - 1 df."""
+    truth = norm.sf(4.0)
+    results = runs(lambda s: problem(lambda u: u.sum(1) / 2, lambda u: u.sum(1) / 2 >= 4.0, dim=4), 400)
+    assert all(r.reached_failure and not r.flags for r in results)
+    assert 0.93 <= coverage(results, truth) <= 0.97
+
+
+def test_interval_quantile_follows_the_number_of_failure_lineages():
+    from scarce.results import EstimateResult, LevelDiagnostics
+
+    levels = tuple(LevelDiagnostics(i, float(i), 0.1, 0.1 ** i, 50, 0.0, 0.1, 500, 0) for i in range(4))
+
+    def interval(lineages):
+        info = {} if lineages is None else {"failure_lineages": lineages, "failure_origin_chains": 50}
+        return EstimateResult("subset_simulation", 1e-3, 0.3, 2000, 500, 30, True, "converged",
+                              levels=levels, info=info).ci(0.95)
+
+    s = math.sqrt(math.log1p(0.09))
+    assert interval(None)[1] == pytest.approx(1e-3 * math.exp(norm.ppf(0.975) * s))
+    from scipy.stats import t
+
+    assert interval(4)[1] == pytest.approx(1e-3 * math.exp(t.ppf(0.975, 3) * s))
+    assert interval(4)[1] > interval(40)[1] > interval(None)[1]

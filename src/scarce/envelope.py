@@ -121,19 +121,25 @@ def lineage_variance(
     return total
 
 
-def lognormal_interval(probability: float, cov: float, level: float = 0.95) -> tuple[float, float]:
-    r"""Interval ``P * exp(+-z s)`` with ``s^2 = log(1 + cov^2)``.
+def lognormal_interval(
+    probability: float, cov: float, level: float = 0.95, df: float | None = None
+) -> tuple[float, float]:
+    r"""Interval ``P * exp(+-q s)`` with ``s^2 = log(1 + cov^2)``.
 
     The log of a product of level fractions is close to normal; this interval
-    stays positive and is skewed like the estimator.
+    stays positive and is skewed like the estimator.  ``q`` is the normal quantile,
+    or Student's ``t`` quantile with ``df`` degrees of freedom when the CoV comes from
+    a few independent clusters (``df = clusters - 1``): a variance estimated from
+    ``G`` cluster sums is itself uncertain, and ``t`` carries that uncertainty.
     """
-    from scipy.stats import norm
+    from scipy.stats import norm, t
 
     if probability <= 0.0 or not math.isfinite(cov):
         return (0.0, math.nan)
     s = math.sqrt(math.log1p(cov * cov))
-    z = float(norm.ppf(0.5 + level / 2.0))
-    return (probability * math.exp(-z * s), probability * math.exp(z * s))
+    tail = 0.5 + level / 2.0
+    q = float(norm.ppf(tail)) if df is None else float(t.ppf(tail, df))
+    return (probability * math.exp(-q * s), probability * math.exp(q * s))
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:

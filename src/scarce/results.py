@@ -176,7 +176,10 @@ class EstimateResult:
           score that leads away from the failure drives it far below ``P_f``.
         * A run with :attr:`thin_evidence`: ``[0, u]`` with ``u`` the larger of the log-normal
           upper bound and the first level's Clopper-Pearson upper bound.
-        * Otherwise: log-normal with the estimated CoV, its upper end capped at 1.
+        * Otherwise: log-normal with the estimated CoV, its upper end capped at 1.  When the
+          run records how many chains its failures descend from (``G``, counted at the first
+          level that held a failure), the quantile is Student's ``t`` with ``G - 1`` degrees
+          of freedom: the CoV is estimated from about ``G`` independent lineages.
         """
         from scarce.errors import check_in_interval
 
@@ -194,7 +197,9 @@ class EstimateResult:
             return (0.0, clopper_pearson(first.n_failed, self.n_samples, level)[1])
         if self.cov == 0.0:  # every counted sample failed: the fraction 1 has no spread to measure
             return clopper_pearson(self.n_failed, self.n_samples, level)
-        lo, hi = lognormal_interval(self.probability, self.cov, level)
+        lineages = self.info.get("failure_lineages")
+        df = max(lineages - 1, 1) if isinstance(lineages, int) and lineages > 0 else None
+        lo, hi = lognormal_interval(self.probability, self.cov, level, df=df)
         if self.thin_evidence:
             upper = clopper_pearson(first.n_failed, self.n_samples, level)[1]
             return (0.0, min(1.0, max(hi, upper) if math.isfinite(hi) else upper))

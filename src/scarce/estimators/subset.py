@@ -160,7 +160,9 @@ class SubsetSimulation:
     cov_depth : int
         Genealogy depth of the reported CoV (:func:`scarce.envelope.lineage_variance`):
         chains grown from a common ancestor up to ``cov_depth`` levels back are
-        treated as correlated, within a level and across levels.  0 gives the
+        treated as correlated, within a level and across levels; and at least back to the
+        level whose population held the first failure, whose descendants the last level's
+        failures are.  0 gives the
         Au-Beck formula (chains independent, levels uncorrelated), which reports
         a CoV 7-15% below the observed one; 1 (default) brings it within a few
         per cent (module notes).
@@ -377,7 +379,7 @@ class _Run:
         level = _Level(threshold=-math.inf, population=Population.from_independent(u0, s0), stats=ChainStats(math.nan, math.nan, n))
         # ancestor of each chain at the first level whose population held a failure (the reference)
         self.origin, self.origin_fixed = np.arange(n), level.population.n_failed() > 0
-        self.origin_chains = n  # chains of the reference level
+        self.origin_chains, self.origin_level = n, 0  # chains and index of the reference level
         self.diagnostics.append(LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, n, level.population.n_failed()))
         if self.callback is not None:
             self.callback(self.diagnostics[-1])
@@ -447,7 +449,10 @@ class _Run:
         self.cov_au_beck = combine_cov(self.level_covs) if probability > 0 else math.inf
         cov = self.cov_au_beck
         if probability > 0 and cfg.cov_depth > 0:
-            cov = math.sqrt(max(lineage_variance(self.lineage, n, cfg.cov_depth), 0.0))
+            # failures that appeared some levels before the last and multiplied since are correlated
+            # through the chain they appeared in: the genealogy reaches back to that level at least
+            depth = max(cfg.cov_depth, len(self.lineage) - 1 - self.origin_level)
+            cov = math.sqrt(max(lineage_variance(self.lineage, n, depth), 0.0))
         self.failure_lineages = self._failure_lineages(last) if n_failed else 0
         return {
             "probability": probability,
@@ -488,7 +493,7 @@ class _Run:
             self.origin = self.origin[population.parent]
         else:
             self.origin, self.origin_fixed = np.arange(population.parent.size), population.n_failed() > 0
-            self.origin_chains = population.parent.size
+            self.origin_chains, self.origin_level = population.parent.size, self.level_index
         if stats.acceptance_rate < 0.05:
             warnings.warn(
                 f"MCMC acceptance {stats.acceptance_rate:.3f} at level {self.level_index}: chains barely move; "
