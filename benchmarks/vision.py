@@ -4,7 +4,10 @@ For held-out seeds whose Monte Carlo ground truth has at least ``--min-failures`
 margin Subset Simulation and the SCARCE rulers ``--reps`` times each and print, per method:
 the median relative error against Monte Carlo, the mean queries, the observed CoV across runs
 and from it the queries needed for a 10% relative error (``queries * (CoV / 0.1)**2``), next to
-the ``(1 - p) / (0.1**2 p)`` ~ 100/p that Monte Carlo needs. Then the time split: seconds inside
+the ``(1 - p) / (0.1**2 p)`` ~ 100/p that Monte Carlo needs. Then whether the error bars hold: per
+method, the coverage of the 95% interval against the dense Monte Carlo truth (runs without a flag,
+and all runs: a thin-evidence or unreached run's wide interval counts), and the reported CoV over
+the CoV observed across runs of a seed. Then the time split: seconds inside
 the classifier's forward passes, in the score (margin or ruler), in the noise transform, in the
 aCS proposals, in level 0's draws and in the rest of the engine's work, as ratios to the forward
 time, and the floor that the normal draws alone set.
@@ -104,6 +107,44 @@ def _print_draw_floor(rows, dim: int, dtype: str) -> None:
         print(f"  {row.name:28s} forward {per_query * 1e6:6.1f} us per query   floor {engine / per_query:.3f}")
 
 
+class _Honesty:
+    """Do a method's error bars hold?  95% coverage and reported over observed CoV, against dense Monte Carlo."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.runs: list[tuple[int, float, float, bool, bool, bool]] = []
+
+    def add(self, seed: int, result, truth: float) -> None:
+        lo, hi = result.ci(0.95)
+        flagged = bool(result.flags)
+        self.runs.append((seed, result.probability, result.cov, lo <= truth <= hi, flagged,
+                          result.thin_evidence))
+
+    def row(self) -> str:
+        seed, est, cov, covered, flagged, thin = (np.array(c) for c in zip(*self.runs))
+        plain = ~flagged
+        cover_plain = covered[plain].mean() if plain.any() else math.nan
+        # observed CoV: per seed, the spread of the unflagged runs; pooled as a root mean square
+        observed = []
+        for s in np.unique(seed):
+            e = est[(seed == s) & plain]
+            if e.size > 2 and e.mean() > 0:
+                observed.append(np.std(e, ddof=1) / np.mean(e))
+        obs = float(np.sqrt(np.mean(np.square(observed)))) if observed else math.nan
+        rep = float(np.sqrt(np.mean(np.square(cov[plain & np.isfinite(cov)])))) if plain.any() else math.nan
+        return (f"{self.name:28s} {len(est):5d} {plain.sum():9d} {thin.sum():5d} {(flagged & ~thin).sum():13d} "
+                f"{cover_plain:10.3f} {covered.mean():9.3f} {rep:9.3f} {obs:9.3f} {rep / obs:9.2f}")
+
+
+def _print_honesty(honesty: list[_Honesty], reps: int, n_seeds: int) -> None:
+    print(f"\nError bars against dense Monte Carlo ({n_seeds} seeds x {reps} runs; unflagged = reached, "
+          "no flag; thin = thin-evidence flag; coverage of the 95% interval; CoV: root mean square over seeds)")
+    print(f"{'method':28s} {'runs':>5s} {'unflagged':>9s} {'thin':>5s} {'other flags':>13s} "
+          f"{'cov. unfl.':>10s} {'cov. all':>9s} {'CoV rep.':>9s} {'CoV obs.':>9s} {'rep/obs':>9s}")
+    for trust in honesty:
+        print(trust.row())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", default="runs/vision-quick")
@@ -114,7 +155,7 @@ def main() -> None:
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--n-samples", type=int, default=2000, help="Subset Simulation N per level")
-    parser.add_argument("--rulers", default="", help="comma-separated rulers (default: the run's top 3)")
+    parser.add_argument("--rulers", default="", help="comma-separated rulers, or 'all' (default: the run's top 3)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="preset overrides, as given to `scarce vision --set` for the run directory")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
@@ -150,7 +191,10 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
           f"{context.info['test_accuracy']:.4f}")
     run = VisionRun(preset, Path(args.run_dir), context)
     frame = result_rows(run.store)
-    rulers = [r for r in args.rulers.split(",") if r] or list(rank_rulers(frame).ruler[:3])
+    if args.rulers == "all":
+        rulers = list(rank_rulers(frame).ruler)
+    else:
+        rulers = [r for r in args.rulers.split(",") if r] or list(rank_rulers(frame).ruler[:3])
     truth = frame[frame.stage == "smc"].set_index("seed_index")
     smc = MethodSettings(smc_samples=args.smc_samples)
     settings = MethodSettings(ss_samples=args.n_samples, max_levels=12)
@@ -171,9 +215,10 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
 
     clock = _component_clock()
     methods = ["ss_margin", *(f"scarce:{r}" for r in rulers)]
-    rows = []
+    rows, honesty = [], []
     for method in methods:
         rel, queries, walls, forwards, scores, log_ratio = [], [], [], [], [], []
+        trust = _Honesty(display_name(method))
         clock.reset()
         for i in chosen:
             image, label = context.seed_images[i], int(context.seed_labels[i])
@@ -181,6 +226,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
             for rep in range(args.reps):
                 result, timing = run_method(method, context.model, image, label, context.noise, settings,
                                             rulers=context.rulers, seed=1000 * rep + i)
+                trust.add(i, result, dense[i])
                 estimates.append(result.probability)
                 rel.append(abs(result.probability / dense[i] - 1))
                 queries.append(result.n_queries)
@@ -189,6 +235,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
                 scores.append(timing["score"])
             estimates = np.array(estimates)
             log_ratio.append(np.std(estimates, ddof=1) / np.mean(estimates) if estimates.mean() > 0 else math.inf)
+        honesty.append(trust)
         cov = float(np.sqrt(np.mean(np.square(log_ratio))))
         q = float(np.mean(queries))
         rows.append(_Row(display_name(method), float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
@@ -203,6 +250,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
               f"{row.queries_at_10pct:12.0f}")
     smc_q10 = np.mean([(1 - dense[i]) / (0.01 * dense[i]) for i in chosen])
     print(f"{'SMC (100/p)':28s} {'':14s} {'':9s} {'':6s} {smc_q10:12.0f}   (mean p {p_mean:.2e})")
+    _print_honesty(honesty, args.reps, len(chosen))
     print("\nTime split, as ratios to the classifier's forward-pass time (sums over all runs):")
     print(f"{'method':28s} {'forward s':>10s} {'score':>7s} {'input transform':>16s} {'aCS proposals':>14s} "
           f"{'level-0 draws':>14s} {'engine other':>13s} {'engine total':>13s}")
