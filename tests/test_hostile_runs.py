@@ -206,21 +206,31 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-def test_process_pool_workers_and_resource_tracker_die_with_a_killed_parent(tmp_path):
-    script = tmp_path / "pool.py"
-    script.write_text(_POOL_SCRIPT)
+def _start_script(tmp_path: Path, name: str, text: str) -> subprocess.Popen:
+    """Run ``text`` as a Python script in its own process, its stdout piped."""
+    script = tmp_path / name
+    script.write_text(text)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+
+
+def _kill_and_wait_for(parent: subprocess.Popen, pids: list[int]) -> list[int]:
+    """SIGKILL ``parent``, wait up to 10 s for ``pids`` to exit, and return those still alive."""
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
+    return [pid for pid in pids if _alive(pid)]
+
+
+def test_process_pool_workers_and_resource_tracker_die_with_a_killed_parent(tmp_path):
+    parent = _start_script(tmp_path, "pool.py", _POOL_SCRIPT)
     try:
         workers = json.loads(parent.stdout.readline())
         helpers = _children(parent.pid)  # the workers and multiprocessing's resource tracker
         assert set(workers) <= set(helpers) and len(helpers) >= 2
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(_alive(pid) for pid in helpers):
-            time.sleep(0.1)
-        assert not [pid for pid in helpers if _alive(pid)]
+        assert not _kill_and_wait_for(parent, helpers)
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -248,19 +258,11 @@ _LATE_INIT_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_pool_worker_whose_parent_died_before_its_initializer_exits(tmp_path):
-    script = tmp_path / "late.py"
-    script.write_text(_LATE_INIT_SCRIPT)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    parent = _start_script(tmp_path, "late.py", _LATE_INIT_SCRIPT)
     child = None
     try:
         child = int(parent.stdout.readline())
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _alive(child):
-            time.sleep(0.05)
-        assert not _alive(child)   # it did not watch init, its new parent, forever
+        assert not _kill_and_wait_for(parent, [child])   # it did not watch init, its new parent, forever
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -43,7 +43,8 @@ class LowAcceptanceWarning(ScarceWarning):
 
 
 class ThinEvidenceWarning(ScarceWarning):
-    """A run's failures descend from one or two first-level samples: its error cannot be measured."""
+    """A run's failures descend from one or two chains (counted at the first level that held a
+    failure): its error cannot be measured from the run."""
 
 
 def show(value: object, limit: int = 80) -> str:
@@ -125,6 +126,21 @@ def unknown_name_error(kind: str, name: str, choices: Iterable[str]) -> ScarceEr
     close = difflib.get_close_matches(name, options, n=3, cutoff=0.5) if isinstance(name, str) else []
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return ScarceError(f"unknown {kind} {show(name)}.{hint} Available: {', '.join(options)}")
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` as a Python bool if it is a Python or NumPy bool, else a :class:`ScarceError` naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ScarceError(f"{name} must be True or False, got {show(value)} ({type(value).__name__})")
+    return bool(value)
+
+
+def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
+    """``value`` if it is one of the strings ``choices``, else :func:`unknown_name_error` for ``name``."""
+    choices = tuple(choices)
+    if not isinstance(value, str) or value not in choices:
+        raise unknown_name_error(name, show(value) if not isinstance(value, str) else value, choices)
+    return value
 
 
 def describe_bad_positions(mask: np.ndarray, limit: int = 5) -> str:

@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scarce._atomic import atomic_write_bytes
-from scarce.errors import ScarceError, check_positive_int
+from scarce.errors import ScarceError, check_flag, check_positive_int
 
 __all__ = [
     "EMBEDDED_SOURCE",
@@ -533,8 +533,7 @@ def load_mnist(
         outside 0..9, or an invalid ``seed_pool_size`` / ``split_seed``.
     """
     split_seed = check_positive_int("split_seed", split_seed, minimum=0)
-    if not isinstance(verify, (bool, np.bool_)):
-        raise ScarceError(f"verify must be True or False, got {verify!r}")
+    verify = check_flag("verify", verify)
     directory, origin = _resolve_dir(data_dir)
     if directory is None:
         return _load_embedded(seed_pool_size, split_seed)

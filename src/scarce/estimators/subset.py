@@ -81,6 +81,7 @@ from scarce.errors import (
     ScarceError,
     StalledLevelWarning,
     ThinEvidenceWarning,
+    check_flag,
     check_in_interval,
     check_positive_int,
     unknown_name_error,
@@ -234,8 +235,6 @@ class SubsetSimulation:
             max_queries = check_positive_int("max_queries", self.max_queries)
             if max_queries < n:
                 raise ScarceError(f"max_queries must be at least n_samples={n} (the first level), got {max_queries}")
-        if not isinstance(self.allow_large, (bool, np.bool_)):
-            raise ScarceError(f"allow_large must be True or False, got {self.allow_large!r}")
         kernel = ConditionalSampling() if self.kernel is None else self.kernel
         if not isinstance(kernel, Kernel):
             raise ScarceError(f"kernel must be a scarce.kernels.Kernel, got {type(kernel).__name__}")
@@ -250,7 +249,7 @@ class SubsetSimulation:
             dtype=check_dtype(self.dtype).name,
             stop_factor=check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0),
             count_seeds=check_count_seeds(self.count_seeds),
-            allow_large=bool(self.allow_large),
+            allow_large=check_flag("allow_large", self.allow_large),
         )
 
     def _check_memory(self, dim: int) -> None:
@@ -292,7 +291,7 @@ class SubsetSimulation:
             raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
         cfg._check_memory(problem.dim)
         rng = as_generator(seed)
-        run = _Run(cfg, cfg.kernel, problem, rng, callback)
+        run = _Run(cfg, problem, rng, callback)
         result = run.execute()
         out = EstimateResult(
             **result,
@@ -342,12 +341,11 @@ class _Run:
     def __init__(
         self,
         config: SubsetSimulation,
-        kernel: Kernel,
         problem: RareEventProblem,
         rng: np.random.Generator,
         callback: LevelCallback | None,
     ) -> None:
-        self.config, self.kernel, self.problem, self.rng, self.callback = config, kernel, problem, rng, callback
+        self.config, self.kernel, self.problem, self.rng, self.callback = config, config.kernel, problem, rng, callback
         self.n = config.n_samples
         self.n_queries = 0
         self.level_index = 0
@@ -504,7 +502,7 @@ class _Run:
         return _Level(choice.threshold, population, stats), stats.scale
 
     def _add_level(
-        self, choice: ThresholdChoice, level: _Level, cumulative: float, gamma: float, n_queries: int | None = None, final: bool = False
+        self, choice: ThresholdChoice, level: _Level, cumulative: float, gamma: float, final: bool = False
     ) -> None:
         probability = choice.probability
         delta = level_cov(probability, self.n, gamma)

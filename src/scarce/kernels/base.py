@@ -19,8 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce.errors import ScarceError, show
-
 
 @dataclass(frozen=True)
 class KernelParams:
@@ -71,20 +69,6 @@ class Kernel(ABC):
     @abstractmethod
     def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:
         """Candidates ``v`` (shape of ``u``) from a proposal reversible with respect to N(0, I)."""
-
-    @staticmethod
-    def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
-        """``value`` if it is one of the strings ``choices``, else a :class:`ScarceError`."""
-        if not isinstance(value, str) or value not in choices:
-            raise ScarceError(f"{name} must be one of {choices}, got {show(value)}")
-        return value
-
-    @staticmethod
-    def _check_flag(name: str, value: object) -> bool:
-        """``value`` as a bool if it is a Python or NumPy bool, else a :class:`ScarceError`."""
-        if not isinstance(value, (bool, np.bool_)):
-            raise ScarceError(f"{name} must be True or False, got {show(value)} ({type(value).__name__})")
-        return bool(value)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if not k.startswith("_"))

@@ -47,7 +47,7 @@ import math
 
 import numpy as np
 
-from scarce.errors import check_in_interval
+from scarce.errors import check_choice, check_flag, check_in_interval
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.normals import standard_normal
 
@@ -76,10 +76,10 @@ class ConditionalSampling(Kernel):
     def __init__(
         self, initial_scale: float = 0.6, target_acceptance: float = 0.35, adapt: bool = True, spread: str = "unit"
     ) -> None:
-        self.spread = self._check_choice("spread", spread, _SPREADS)
+        self.spread = check_choice("spread", spread, _SPREADS)
         self.initial_scale = check_in_interval("initial_scale", initial_scale, 0.0, 1e6)
         self.target_acceptance = check_in_interval("target_acceptance", target_acceptance, 0.0, 1.0, high_open=True)
-        self.adapt = self._check_flag("adapt", adapt)
+        self.adapt = check_flag("adapt", adapt)
 
     def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
         if self.spread == "unit" or seeds.shape[0] < 2:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scarce.errors import check_in_interval
+from scarce.errors import check_choice, check_flag, check_in_interval
 from scarce.kernels.base import Kernel, KernelParams
 
 _PROPOSALS = ("uniform", "normal")
@@ -45,9 +45,9 @@ class ModifiedMetropolis(Kernel):
         adapt: bool = False,
         target_acceptance: float = 0.3,
     ) -> None:
-        self.proposal = self._check_choice("proposal", proposal, _PROPOSALS)
+        self.proposal = check_choice("proposal", proposal, _PROPOSALS)
         self.initial_scale = check_in_interval("spread", spread, 0.0, 1e6)
-        self.adapt = self._check_flag("adapt", adapt)
+        self.adapt = check_flag("adapt", adapt)
         self.target_acceptance = check_in_interval("target_acceptance", target_acceptance, 0.0, 1.0, high_open=True)
 
     def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:
