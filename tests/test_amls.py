@@ -166,9 +166,9 @@ def test_tied_scores_make_amls_jump_and_overshoot_while_subset_simulation_climbs
 
     ss_runs = [SubsetSimulation(n_samples=n).estimate(problem, seed=seed) for seed in range(12)]
     for r in ss_runs:
-        # Subset Simulation does not jump: past the tie block it climbs to the next distinct score
+        # Subset Simulation does not jump: it splits the tie block by the keys, then climbs past it
         assert r.reached_failure and not any(level.stalled for level in r.levels)
-        assert r.levels[1].threshold == 1.0 and 1.0 < r.levels[2].threshold < math.inf
+        assert r.levels[1].threshold == 1.0 and any(1.0 < level.threshold < math.inf for level in r.levels)
         assert len(r.levels) > len(runs[0].levels)
     ss = np.array([r.probability for r in ss_runs])
     se = ss.std(ddof=1) / math.sqrt(ss.size)

@@ -206,15 +206,15 @@ def test_stop_factor_ends_the_run_once_enough_samples_failed():
     problem = linear(dim=20, probability=1e-3)
     seen = {}
     for seed in range(40):
-        classic = SubsetSimulation(n_samples=500, stop_factor=1.0).estimate(problem, seed=seed)
-        early = SubsetSimulation(n_samples=500, stop_factor=0.5).estimate(problem, seed=seed)
-        # the two runs share every level up to the first one holding 25 to 49 failures
-        assert classic.levels[-1].n_failed >= 50 and early.levels[-1].n_failed >= 25
+        classic = SubsetSimulation(n_samples=1000, stop_factor=1.0).estimate(problem, seed=seed)
+        early = SubsetSimulation(n_samples=1000, stop_factor=0.5).estimate(problem, seed=seed)
+        # the two runs share every level up to the first one holding 50 to 99 failures
+        assert classic.levels[-1].n_failed >= 100 and early.levels[-1].n_failed >= 50
         shared = min(len(classic.levels), len(early.levels)) - 1
         assert early.levels[:shared] == classic.levels[:shared]
         if len(early.levels) < len(classic.levels):
             last = early.levels[-1]
-            assert 25 <= last.n_failed < 50 and last.probability == last.n_failed / 500
+            assert 50 <= last.n_failed < 100 and last.probability == last.n_failed / 1000
             assert early.n_queries < classic.n_queries
             seen["earlier"] = True
         else:
@@ -232,10 +232,12 @@ def test_population_take_u_picks_the_same_rows_as_flat_u():
     mask = np.arange(4)[None, :] < lengths[:, None]
     u = rng.standard_normal((5, 4, 3))
     score = np.where(mask, rng.standard_normal((5, 4)), np.nan)
-    population = Population(u=u, score=score, mask=mask)
+    key = np.where(mask, rng.random((5, 4)), np.nan)
+    population = Population(u=u, score=score, key=key, mask=mask)
     pick = np.array([16, 0, 7, 3, 3, 11])
     np.testing.assert_array_equal(population.take_u(pick), population.flat_u()[pick])
     np.testing.assert_array_equal(population.flat_scores()[pick], score[mask][pick])
+    np.testing.assert_array_equal(population.flat_keys()[pick], key[mask][pick])
 
 
 def test_failed_samples_always_survive_exact_terminal_event():

@@ -231,6 +231,17 @@ def test_intervals_hold_at_n_500_where_a_level_has_only_50_chains():
     results = runs(lambda s: problem(lambda u: u.sum(1) / 2, lambda u: u.sum(1) / 2 >= 4.0, dim=4), 400)
     assert all(r.reached_failure and not r.flags for r in results)
     assert 0.93 <= coverage(results, truth) <= 0.97
+    # a threshold at the p0 N-th sample instead of one below it gave 1.15x here (z = 5.5)
+    assert abs(z_score(results, truth)) < 3
+
+
+def test_jumps_are_unbiased_at_n_500_with_the_boundary_one_sample_below_the_seeds():
+    # the level rule of Cerou et al. put the threshold at a seed: 1.07x, z = 3.4 over these runs
+    truth = norm.sf(3.5)
+    results = runs(lambda s: problem(lambda u: u[:, 0] + (u[:, 0] > 2.0), lambda u: u[:, 0] >= 3.5), 400)
+    assert all(r.reached_failure for r in results)
+    assert abs(z_score(results, truth)) < 3
+    assert 0.93 <= coverage(results, truth) <= 0.99
 
 
 def test_interval_quantile_follows_the_number_of_failure_lineages():

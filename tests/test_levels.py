@@ -5,32 +5,51 @@ import math
 import numpy as np
 import pytest
 
-from scarce.levels import failures_to_stop, n_seeds_target, next_threshold
+from scarce.levels import failures_to_stop, in_level, n_seeds_target, next_threshold
 
 
-def test_continuous_scores_keep_exactly_p0_n():
+def test_continuous_scores_keep_exactly_p0_n_above_the_next_score_down():
+    # the boundary is the (m + 1)-th largest score, 89; the level is {score > 89}
     scores = np.arange(100, dtype=float)
-    choice = next_threshold(scores, 0.1)
-    assert choice.threshold == 90.0
-    assert choice.n_above == 10
+    choice = next_threshold(scores, 0.1, keys=np.random.default_rng(0).random(100))
+    assert choice.threshold == 89.0
+    assert choice.n_above == 10 and np.count_nonzero(choice.contains(scores)) == 10
     assert choice.probability == 0.1
     assert not choice.stalled
 
 
-def test_ties_at_the_quantile_are_counted():
+def test_ties_at_the_boundary_are_split_by_the_keys():
+    # the 11th largest is a tied 1.0: five of the 45 tied samples survive, those with the top keys
+    scores = np.array([0.0] * 50 + [1.0] * 45 + [2.0] * 5)
+    keys = np.random.default_rng(1).permutation(100) / 100
+    choice = next_threshold(scores, 0.1, keys=keys)
+    assert choice.threshold == 1.0 and choice.n_above == 10 and choice.probability == 0.1
+    inside = choice.contains(scores, keys)
+    assert inside[95:].all() and not inside[:50].any()
+    tied = keys[50:95]
+    assert set(tied[inside[50:95]]) == set(np.sort(tied)[-5:])
+
+
+def test_without_keys_ties_at_the_boundary_are_killed_with_it():
     scores = np.array([0.0] * 50 + [1.0] * 45 + [2.0] * 5)
     choice = next_threshold(scores, 0.1)
-    # 10th largest is a tied 1.0: all 50 samples >= 1.0 are counted, not an assumed 10
-    assert choice.threshold == 1.0
-    assert choice.n_above == 50
-    assert choice.probability == 0.5
+    assert choice.threshold == 1.0 and choice.key == np.inf
+    assert choice.n_above == 5 and choice.probability == 0.05
+    assert np.count_nonzero(choice.contains(scores)) == 5
 
 
-def test_tie_block_at_previous_threshold_moves_to_next_distinct_value():
+def test_copies_of_the_boundary_state_die_with_it():
+    # a rejected move repeats a state and its key: the copies tie in (score, key) and are killed
+    scores = np.array([0.0] * 85 + [1.0] * 10 + [2.0] * 5)
+    keys = np.concatenate([np.linspace(0, 0.5, 85), np.full(10, 0.7), np.linspace(0.1, 0.2, 5)])
+    choice = next_threshold(scores, 0.1, keys=keys)
+    assert choice.n_above == 5 and choice.threshold == 1.0 and choice.key == 0.7
+
+
+def test_a_tie_block_at_the_bottom_is_split_not_kept_whole():
     scores = np.array([1.0] * 95 + [3.0] * 3 + [4.0] * 2)
-    choice = next_threshold(scores, 0.1)
-    assert choice.threshold == 3.0
-    assert choice.n_above == 5
+    choice = next_threshold(scores, 0.1, keys=np.random.default_rng(2).random(100))
+    assert choice.threshold == 1.0 and choice.n_above == 10
     assert not choice.stalled
 
 
@@ -43,11 +62,19 @@ def test_plateau_without_failures_ends_in_the_failure_event_with_none_counted():
     assert choice.n_above == 0 and choice.probability == 0.0
 
 
-def test_tie_at_the_bottom_is_never_a_level_of_its_own():
-    # the 10th largest is the smallest score: a level there would keep all 100 samples
-    scores = np.array([0.0] * 95 + [0.5] * 4 + [np.inf])
-    choice = next_threshold(scores, 0.1)
-    assert choice.threshold == 0.5 and choice.n_above == 5 and not choice.stalled
+def test_top_copies_of_one_state_without_failures_leave_nothing_above():
+    scores = np.array([0.0] * 80 + [0.5] * 20)
+    keys = np.concatenate([np.random.default_rng(3).random(80), np.full(20, 0.3)])
+    choice = next_threshold(scores, 0.1, keys=keys)
+    assert choice.stalled and choice.is_failure_level and choice.n_above == 0
+
+
+def test_level_membership_is_lexicographic():
+    scores, keys = np.array([1.0, 2.0, 2.0, 3.0, np.inf]), np.array([0.9, 0.2, 0.7, 0.1, 0.0])
+    assert in_level(scores, keys, 2.0, 0.5).tolist() == [False, False, True, True, True]
+    assert in_level(scores, keys, 2.0, -np.inf).tolist() == [False, True, True, True, True]
+    assert in_level(scores, None, 2.0, np.inf).tolist() == [False, False, False, True, True]
+    assert in_level(scores, keys, np.inf, -np.inf).tolist() == [False, False, False, False, True]
 
 
 def test_failures_make_the_failure_level():
@@ -64,8 +91,16 @@ def test_few_failures_below_target_give_a_finite_threshold():
     assert choice.n_above == 10
 
 
-def test_only_failures_above_a_stuck_level_jump_to_the_failure_event_by_count():
-    # every non-failed sample sits at the previous threshold: the next level is the failure set
+def test_m_failures_are_not_yet_the_failure_level_but_m_plus_one_are():
+    # the boundary is the (m + 1)-th largest: with m failures it is the largest finite score
+    m_failed = np.array(list(np.linspace(0, 1, 90)) + [np.inf] * 10)
+    assert math.isfinite(next_threshold(m_failed, 0.1).threshold)
+    assert next_threshold(m_failed, 0.1).n_above == 10
+    assert next_threshold(np.array(list(np.linspace(0, 1, 89)) + [np.inf] * 11), 0.1).is_failure_level
+
+
+def test_only_failures_above_a_plateau_make_the_failure_level_by_count():
+    # every non-failed sample shares one score: the next level is the failure set
     scores = np.array([1.0] * 97 + [np.inf] * 3)
     choice = next_threshold(scores, 0.1)
     assert choice.is_failure_level and choice.n_above == 3 and choice.probability == 0.03
@@ -85,9 +120,15 @@ def test_min_failures_above_the_target_is_the_classic_rule():
     assert next_threshold(few, 0.1, min_failures=10) == next_threshold(few, 0.1)
 
 
-@pytest.mark.parametrize("n, p0, factor, k", [(2000, 0.1, 0.5, 100), (2000, 0.1, 1.0, 200), (1000, 0.1, 0.07, 7),
-                                             (2000, 0.1, 0.14, 28), (100, 0.1, 0.31, 4), (10, 0.1, 0.5, 1)])
+@pytest.mark.parametrize("n, p0, factor, k", [(2000, 0.1, 0.5, 100), (2000, 0.1, 1.0, 200), (10000, 0.1, 0.07, 70),
+                                             (2000, 0.1, 0.35, 70), (1000, 0.1, 0.57, 57), (10, 0.1, 0.5, 1)])
 def test_failures_to_stop_rounds_the_product_before_the_ceiling(n, p0, factor, k):
+    assert failures_to_stop(n, p0, factor) == k
+
+
+@pytest.mark.parametrize("n, p0, factor, k", [(500, 0.1, 0.5, 50), (1000, 0.1, 0.1, 50), (300, 0.1, 0.2, 30)])
+def test_an_early_stop_needs_fifty_failures_or_the_classic_count(n, p0, factor, k):
+    # a stop at a handful of failures selects the populations whose count came out high
     assert failures_to_stop(n, p0, factor) == k
 
 
@@ -100,3 +141,27 @@ def test_min_failures_must_be_a_positive_int(bad):
 @pytest.mark.parametrize("n, p0, m", [(2000, 0.1, 200), (10, 0.5, 5), (7, 0.2, 1), (3, 0.1, 1)])
 def test_seed_target(n, p0, m):
     assert n_seeds_target(n, p0) == m
+
+
+def _ideal_splitting(rng, n, p0, depth):
+    """One run with exact resampling: Exp(1) scores, failure ``x >= depth``, P = exp(-depth).
+
+    Above a boundary ``b`` an Exp(1) score is ``b + Exp(1)`` (memoryless), so every level is
+    drawn exactly and only the level rule can bias the product of the counted fractions.
+    """
+    x, estimate = rng.exponential(size=n), 1.0
+    while True:
+        choice = next_threshold(np.where(x >= depth, np.inf, x), p0, keys=rng.random(n))
+        estimate *= choice.probability
+        if choice.is_failure_level:
+            return estimate
+        x = choice.threshold + rng.exponential(size=n)
+
+
+def test_the_level_rule_is_unbiased_under_exact_resampling_even_with_few_samples():
+    # N = 100, p0 = 0.1, four levels: a threshold at the m-th largest sample gives 1.4x here
+    rng = np.random.default_rng(20261124)
+    depth = math.log(1e4)
+    est = np.array([_ideal_splitting(rng, 100, 0.1, depth) for _ in range(4000)])
+    se = est.std(ddof=1) / math.sqrt(est.size)
+    assert abs(est.mean() - math.exp(-depth)) < 3 * se

@@ -5,28 +5,44 @@ Scores here are *effective* scores: a sample that truly failed has score
 intermediate event contains the failure set and the last level, the threshold
 ``+inf``, is the failure event itself.
 
-The rule is tie-aware (decision 2).  With ``m = round(p0 * N)`` the candidate
-threshold is the ``m``-th largest score; the level probability is the counted
-fraction ``#(score >= threshold) / N``, which exceeds ``p0`` when scores tie at
-the threshold.  A threshold equal to the smallest score keeps every sample, so
-it would pay a whole level of model calls to learn nothing: when the candidate
-is the smallest score (a block of ties at the bottom, which includes every
-candidate at or below the previous threshold), the next distinct score above it
-is used instead.  When there is none, every sample shares one finite score: the
-level is a *plateau*, the score can no longer tell samples apart, and the level
-has *stalled*.  Its failure fraction is ``0 / N`` (failures would be ``+inf``,
-above the plateau), so the next level is the failure event with no failure
-counted: the run ends there.  It is never resampled until a failure appears
-(that retry is a selection bias) nor jumped to the failure threshold with an
-assumed probability.
+The rule is that of generalised adaptive multilevel splitting (Bréhier, Lelièvre
+and Rousset 2016).  With ``m = round(p0 * N)``, the boundary ``b`` is the
+``(m + 1)``-th largest sample; every sample at or below it is killed, the
+survivors seed the next level, and the level probability is their counted
+fraction ``#(above b) / N`` (decision 2), exactly ``p0`` when nothing ties.
 
-A plateau that does hold failures is the same rule: the next distinct score above
-the tie is ``+inf``, so the failure event becomes the next level and its counted
-fraction ``K / N`` is the last factor; the score has stopped helping and the
-failure set is reached by plain Monte Carlo inside the plateau.
+Why the boundary sits one sample below the seeds.  Putting the threshold *at* the
+``m``-th largest score keeps the same ``m`` seeds, but the level then starts at a
+seed, one sample too high, and the product of the counted fractions is biased
+upward by about ``n_levels (1 - p0) / (N p0)`` (Cérou et al. 2012): 7% for
+``N = 500``, ``p0 = 0.1`` and four intermediate levels.  With the boundary at the
+``(m + 1)``-th sample the product is unbiased for ideal (independent) resampling
+at any ``N`` (Bréhier et al. 2016), and the bias of the Markov chain version
+falls with it (:mod:`scarce.estimators.subset`).
 
-The last level.  In the classic rule the failure event becomes the next level
-once ``m`` samples have failed (the ``m``-th largest score is ``+inf``).  With
+Ties.  That property holds for scores that never tie.  Rulers, saturated
+classifiers and discrete corpora tie, and a rejected Markov chain move repeats
+its state.  Every evaluated point therefore carries a tie-breaking key, an
+independent uniform draw, and samples are ordered by ``(score, key)``: the
+continuous order of an augmented space in which the failure event (score
+``+inf``) is unchanged and the argument applies as it stands.  A tie block
+straddling the boundary is split by the keys instead of kept whole (which counts
+more than ``p0`` and, measured, keeps part of the bias) or killed whole (which
+empties the population whenever ``m + 1`` samples share the top score: unbiased,
+but often 0).  Copies of one state share their key, so they survive or die
+together.
+
+When every sample that did not fail shares one finite score, the level is a
+*plateau*: the score can no longer tell samples apart and the level has
+*stalled*.  The next level is then the failure event, counted from the plateau's
+own samples (``K / N``, possibly ``0 / N``), and a run with no failure there ends
+with estimate 0.  It is never resampled until a failure appears (that retry is a
+selection bias) nor jumped to the failure threshold with an assumed probability.
+The same holds when the ``m + 1`` largest samples are copies of one state that
+did not fail: nothing lies above the boundary.
+
+The last level.  Without ``min_failures`` the failure event becomes the next
+level once the boundary itself has failed (``m + 1`` failures).  With
 ``min_failures`` it does so as soon as that many have failed: a population with
 a failure fraction just under ``p0`` then ends the run instead of paying a whole
 level of model calls to estimate a conditional probability near 1
@@ -47,29 +63,55 @@ from scarce.errors import ScarceError, check_in_interval, check_positive_int
 class ThresholdChoice:
     """The next level of a Subset Simulation run.
 
+    The level is the set of samples whose ``(score, key)`` pair lies above ``(threshold, key)``
+    in lexicographic order: ``score > threshold``, or ``score == threshold`` with a tie-breaking
+    key above ``key``.  ``key = -inf`` makes it ``score >= threshold``; ``key = +inf`` makes it
+    ``score > threshold``.
+
     Attributes
     ----------
     threshold : float
-        Next threshold ``gamma``; ``+inf`` means the failure event.
+        Boundary score ``gamma``; ``+inf`` means the failure event.
     n_above : int
-        ``#(score >= threshold)`` in the current population (the seeds).
+        Samples of the current population in the level (the seeds).
     probability : float
         The counted level probability ``n_above / N``.
     stalled : bool
-        True when the samples that did not fail all share one score (a plateau): the threshold
-        cannot rise, so the next level is the failure event, with the failures the population
-        holds (``n_above``, possibly 0).
+        True when the samples that did not fail all share one score (a plateau), or when nothing
+        lies above the boundary: the level cannot rise, so the next level is the failure event,
+        with the failures the population holds (``n_above``, possibly 0).
+    key : float
+        Tie-breaking key of the boundary sample.
     """
 
     threshold: float
     n_above: int
     probability: float
     stalled: bool
+    key: float = -math.inf
 
     @property
     def is_failure_level(self) -> bool:
         """True when the threshold is the failure event (``+inf``)."""
         return math.isinf(self.threshold) and self.threshold > 0
+
+    def contains(self, score: np.ndarray, key: np.ndarray | None = None) -> np.ndarray:
+        """Which samples lie in the level (``key`` may be omitted when the boundary key is ``-inf``)."""
+        return in_level(score, key, self.threshold, self.key)
+
+
+def in_level(score: np.ndarray, key: np.ndarray | None, threshold: float, threshold_key: float) -> np.ndarray:
+    """``(score, key) > (threshold, threshold_key)`` in lexicographic order, elementwise.
+
+    >>> in_level(np.array([1.0, 2.0, 2.0, 3.0]), np.array([0.9, 0.2, 0.7, 0.1]), 2.0, 0.5)
+    array([False, False,  True,  True])
+    """
+    above = score > threshold
+    if threshold_key == -math.inf:
+        return above | (score == threshold)
+    if key is None or threshold_key == math.inf:
+        return above
+    return above | ((score == threshold) & (key > threshold_key))
 
 
 def check_level_sizes(n_samples: object, level_probability: object, *, high: float = 0.5,
@@ -90,33 +132,54 @@ def n_seeds_target(n_samples: int, level_probability: float) -> int:
     return max(1, int(round(level_probability * n_samples)))
 
 
+#: Fewest failures that may end a run before the classic rule does (``m`` where that is smaller).
+EARLY_STOP_MIN_FAILURES = 50
+
+
 def failures_to_stop(n_samples: int, level_probability: float, stop_factor: float) -> int:
-    """Failed samples that end a run: ``ceil(stop_factor * m)`` with ``m = round(p0 * N)``, at least 1.
+    """Failed samples that end a run: ``ceil(stop_factor * m)`` with ``m = round(p0 * N)``.
 
-    The product is rounded first, so a factor that is a round fraction of ``m`` is not pushed up
-    by floating point (``0.07 * 100`` is ``7.000000000000001``).
+    Stopping as soon as ``K`` failures reach a count selects the populations whose count came
+    out high, and ``K / N`` is then biased upward; the bias fades quickly as the count grows.
+    So an early stop needs at least :data:`EARLY_STOP_MIN_FAILURES` failures (or ``m``, the
+    classic rule, when that is smaller).  The product is rounded first, so a factor that is a
+    round fraction of ``m`` is not pushed up by floating point (``0.07 * 1000`` is
+    ``70.00000000000001``).
 
-    >>> failures_to_stop(2000, 0.1, 0.5), failures_to_stop(1000, 0.1, 0.07), failures_to_stop(10, 0.1, 0.5)
-    (100, 7, 1)
+    >>> failures_to_stop(2000, 0.1, 0.5), failures_to_stop(1000, 0.1, 0.07), failures_to_stop(500, 0.1, 0.5)
+    (100, 50, 50)
     """
-    return max(1, math.ceil(round(stop_factor * n_seeds_target(n_samples, level_probability), 9)))
+    m = n_seeds_target(n_samples, level_probability)
+    wanted = max(1, math.ceil(round(stop_factor * m, 9)))
+    return min(m, max(wanted, EARLY_STOP_MIN_FAILURES))
 
 
 def next_threshold(
-    scores: np.ndarray, level_probability: float, min_failures: int | None = None
+    scores: np.ndarray,
+    level_probability: float,
+    min_failures: int | None = None,
+    keys: np.ndarray | None = None,
 ) -> ThresholdChoice:
-    """Choose the next threshold from a population's effective scores.
+    """Choose the next level from a population's effective scores and tie-breaking keys.
+
+    The boundary is the ``(m + 1)``-th largest ``(score, key)`` pair (``m = round(p0 * N)``);
+    every sample at or below it is killed and the samples above it seed the next level.  With
+    distinct pairs exactly ``m`` survive; copies of one state (a rejected Markov chain move
+    repeats its state and key) tie and are killed together.
 
     Parameters
     ----------
     scores : ndarray, shape (N,)
-        Effective scores of the current population (``+inf`` for failures), all at or above
-        the threshold of the level the population lives in.
+        Effective scores of the current population (``+inf`` for failures), all in the level
+        the population lives in.
     level_probability : float
         Target conditional probability ``p0`` in (0, 0.5].
     min_failures : int, optional
         Take the failure event as the next level once at least this many scores are
-        ``+inf``; ``None`` is the classic rule (``m = round(p0 * N)`` failures).
+        ``+inf``; ``None`` is the classic rule (``m + 1`` failures: the boundary has failed).
+    keys : ndarray, shape (N,), optional
+        Each sample's tie-breaking key (uniform on [0, 1), drawn independently for every
+        evaluated point).  Without keys every tie at the boundary is killed.
 
     Returns
     -------
@@ -124,49 +187,61 @@ def next_threshold(
 
     Examples
     --------
+    The boundary is the third largest score, 0.8; the level is everything above it:
+
     >>> next_threshold(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]), 0.2)
-    ThresholdChoice(threshold=0.9, n_above=2, probability=0.2, stalled=False)
+    ThresholdChoice(threshold=0.8, n_above=2, probability=0.2, stalled=False, key=inf)
 
-    Ties at the quantile are counted, not assumed away:
+    Ties at the boundary are split by their keys:
 
-    >>> next_threshold(np.array([0.0, 1, 1, 1, 1, 1, 1, 1, 1, 1]), 0.2)
-    ThresholdChoice(threshold=1.0, n_above=9, probability=0.9, stalled=False)
+    >>> scores, keys = np.array([0.0, 1, 1, 1, 1, 2]), np.array([0.5, 0.1, 0.4, 0.3, 0.2, 0.9])
+    >>> next_threshold(scores, 0.34, keys=keys)
+    ThresholdChoice(threshold=1.0, n_above=2, probability=0.3333333333333333, stalled=False, key=0.3)
+
+    and without keys killed with it, so fewer than ``m`` may survive:
+
+    >>> next_threshold(scores, 0.34).n_above
+    1
 
     With ``min_failures``, fewer failures than ``m`` already end the run:
 
     >>> scores = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, np.inf])
-    >>> next_threshold(scores, 0.2).threshold, next_threshold(scores, 0.2, min_failures=1).threshold
-    (0.9, inf)
+    >>> next_threshold(scores, 0.2).probability, next_threshold(scores, 0.2, min_failures=1).threshold
+    (0.2, inf)
 
     A population tied at one score cannot rise: the next level is the failure event, with the
     failures the population holds (none here):
 
     >>> next_threshold(np.array([1.0, 1.0, 1.0, 1.0]), 0.5)
-    ThresholdChoice(threshold=inf, n_above=0, probability=0.0, stalled=True)
-
-    A tie at the bottom is never a level of its own: the threshold rises past it.
-
-    >>> next_threshold(np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, np.inf]), 0.3)
-    ThresholdChoice(threshold=0.5, n_above=2, probability=0.2, stalled=False)
+    ThresholdChoice(threshold=inf, n_above=0, probability=0.0, stalled=True, key=-inf)
     """
     n = scores.shape[0]
     m = n_seeds_target(n, level_probability)
+    n_failed = int(np.count_nonzero(np.isposinf(scores)))
     if min_failures is not None:
         check_positive_int("min_failures", min_failures)
-        n_failed = int(np.count_nonzero(np.isposinf(scores)))
         if n_failed >= min_failures:  # a value above m changes nothing: the classic rule below also stops
-            return ThresholdChoice(threshold=math.inf, n_above=n_failed, probability=n_failed / n, stalled=False)
-    # m-th largest score, by partition (O(N)) rather than a full sort.
-    candidate = float(np.partition(scores, n - m)[n - m])
-    stalled = False
-    lowest = float(scores.min())
-    if np.isposinf(lowest):  # every sample failed: the failure event holds them all
-        return ThresholdChoice(threshold=math.inf, n_above=n, probability=1.0, stalled=False)
-    if not candidate > lowest:  # a threshold at the smallest score keeps all N samples
-        above = scores[scores > lowest]
-        if above.size == 0:  # every sample shares one finite score: nothing can rise
-            return ThresholdChoice(threshold=math.inf, n_above=0, probability=0.0, stalled=True)
-        candidate = float(above.min())
-        stalled = math.isinf(candidate)  # only failures lie above the tie: a plateau that holds some
-    n_above = int(np.count_nonzero(scores >= candidate))
-    return ThresholdChoice(threshold=candidate, n_above=n_above, probability=n_above / n, stalled=stalled)
+            return _failure_level(n_failed, n)
+    if n_failed == n:  # every sample failed: the failure event holds them all
+        return _failure_level(n, n)
+    # (m + 1)-th largest score, by partition (O(N)) rather than a full sort.
+    boundary = float(np.partition(scores, n - m - 1)[n - m - 1])
+    finite = scores[~np.isposinf(scores)]
+    if math.isinf(boundary) or finite.min() == finite.max():
+        # m + 1 failures, or a plateau: every sample that did not fail shares one score
+        return _failure_level(n_failed, n, stalled=not math.isinf(boundary))
+    n_above = int(np.count_nonzero(scores > boundary))
+    key = math.inf
+    if keys is not None:  # the boundary's rank inside its tie block, from the top
+        tied = keys[scores == boundary]
+        rank = tied.size - (m + 1 - n_above)
+        key = float(np.partition(tied, rank)[rank])
+        n_above += int(np.count_nonzero(tied > key))
+    if n_above == 0:  # the m + 1 largest pairs are copies of one state, and it did not fail
+        return ThresholdChoice(threshold=math.inf, n_above=0, probability=0.0, stalled=True)
+    return ThresholdChoice(threshold=boundary, n_above=n_above, probability=n_above / n, stalled=False, key=key)
+
+
+def _failure_level(n_failed: int, n: int, stalled: bool = False) -> ThresholdChoice:
+    """The failure event as the next level, holding the ``n_failed`` failures of ``n`` samples."""
+    return ThresholdChoice(threshold=math.inf, n_above=n_failed, probability=n_failed / n, stalled=stalled)

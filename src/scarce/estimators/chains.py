@@ -22,6 +22,7 @@ import numpy as np
 
 from scarce.kernels.adaptation import adapt_scale
 from scarce.kernels.base import Kernel, KernelParams
+from scarce.levels import in_level
 
 #: ``evaluate(u, step) -> effective scores`` (``+inf`` for failures).
 LatentEvaluate = Callable[[np.ndarray, int], np.ndarray]
@@ -37,6 +38,9 @@ class Population:
         Latent states; ``u[j, 0]`` is chain ``j``'s seed.
     score : ndarray, shape (n_chains, length)
         Effective scores (``+inf`` where the sample failed, ``nan`` where ``mask`` is false).
+    key : ndarray, shape (n_chains, length)
+        Tie-breaking keys (:mod:`scarce.levels`): a uniform draw for every evaluated point,
+        kept with the state while a chain stays on it.
     mask : ndarray of bool, shape (n_chains, length)
         Which states exist (chain lengths differ by at most one).
     parent : ndarray of int, shape (n_chains,), optional
@@ -48,14 +52,16 @@ class Population:
 
     u: np.ndarray
     score: np.ndarray
+    key: np.ndarray
     mask: np.ndarray
     parent: np.ndarray | None = None
     independent: bool = False
 
     @classmethod
-    def from_independent(cls, u: np.ndarray, score: np.ndarray) -> Population:
+    def from_independent(cls, u: np.ndarray, score: np.ndarray, key: np.ndarray) -> Population:
         """A population of independent samples (level 0): ``N`` chains of length 1."""
-        return cls(u=u[:, None, :], score=score[:, None], mask=np.ones((u.shape[0], 1), dtype=bool), independent=True)
+        mask = np.ones((u.shape[0], 1), dtype=bool)
+        return cls(u=u[:, None, :], score=score[:, None], key=key[:, None], mask=mask, independent=True)
 
     @property
     def n_samples(self) -> int:
@@ -64,6 +70,10 @@ class Population:
     def flat_scores(self) -> np.ndarray:
         """Scores of the existing states, shape ``(N,)``."""
         return self.score[self.mask]
+
+    def flat_keys(self) -> np.ndarray:
+        """Tie-breaking keys of the existing states, in the order of :meth:`flat_scores`."""
+        return self.key[self.mask]
 
     def flat_u(self) -> np.ndarray:
         """Latent states of the existing samples, shape ``(N, d)`` (same order as :meth:`flat_scores`)."""
@@ -111,8 +121,14 @@ def run_chains(
     rng: np.random.Generator,
     seeds_parent: np.ndarray | None = None,
     count_seeds: bool = True,
+    seeds_key: np.ndarray | None = None,
+    threshold_key: float = -math.inf,
 ) -> tuple[Population, ChainStats]:
-    """Grow ``n_samples`` states of N(0, I) restricted to ``{score >= threshold}`` from the seeds.
+    """Grow ``n_samples`` states of N(0, I) restricted to a level from the seeds.
+
+    The level is ``(score, key) > (threshold, threshold_key)`` in lexicographic order
+    (:func:`scarce.levels.in_level`); the default key makes it ``{score >= threshold}``.
+    Every candidate draws a fresh uniform key, so ties at the threshold are split at random.
 
     Parameters
     ----------
@@ -120,8 +136,9 @@ def run_chains(
     seeds_u : ndarray, shape (n_seeds, d)
         Seeds, distributed as the level's target; they are the chains' first states.
     seeds_score : ndarray, shape (n_seeds,)
-        Their effective scores (all ``>= threshold``).
+        Their effective scores (all in the level).
     threshold : float
+        Boundary score of the level.
     n_samples : int
         Total states of the level (seeds included when ``count_seeds``).
     scale : float
@@ -135,6 +152,10 @@ def run_chains(
     count_seeds : bool
         Whether each seed is its chain's first counted state; when False the
         seeds are only moved from and every counted state is an MCMC move.
+    seeds_key : ndarray, shape (n_seeds,), optional
+        The seeds' tie-breaking keys; fresh uniform draws when omitted.
+    threshold_key : float
+        Tie-breaking key of the boundary (``-inf``: every tie at ``threshold`` is in the level).
 
     Returns
     -------
@@ -143,6 +164,7 @@ def run_chains(
     order = rng.permutation(seeds_u.shape[0])  # which seeds get the longer chains is random
     current_u = seeds_u[order].copy()
     current_s = seeds_score[order].copy()
+    current_k = rng.random(order.size) if seeds_key is None else np.asarray(seeds_key, dtype=float)[order].copy()
     n_chains, dim = current_u.shape
     lengths = chain_lengths(n_samples, n_chains)  # counted states per chain
     length = int(lengths[0])
@@ -150,16 +172,18 @@ def run_chains(
     first = 1 if count_seeds else 0
     u = np.empty((n_chains, length, dim), dtype=current_u.dtype)
     score = np.full((n_chains, length), np.nan)
+    key = np.full((n_chains, length), np.nan)
     mask = np.arange(length)[None, :] < lengths[:, None]
     if count_seeds:
-        u[:, 0], score[:, 0] = current_u, current_s
+        u[:, 0], score[:, 0], key[:, 0] = current_u, current_s, current_k
 
     params: KernelParams = kernel.tune(current_u, scale)
     n_accepted = n_proposed = n_queries = 0
     for step, state in enumerate(range(first, length), start=1):
         active = int(np.count_nonzero(lengths > state))  # a leading slice: lengths are sorted
-        cur_u, cur_s = current_u[:active], current_s[:active]
+        cur_u, cur_s, cur_k = current_u[:active], current_s[:active], current_k[:active]
         candidate = kernel.propose(cur_u, params, rng)
+        cand_k = rng.random(active)
         # an unchanged candidate needs no model call; kernels whose candidates move almost surely
         # (aCS) skip the check, a full pass over the batch
         moved = np.ones(active, dtype=bool) if kernel.always_moves else np.any(candidate != cur_u, axis=1)
@@ -170,14 +194,15 @@ def run_chains(
         elif moved.any():
             cand_s[moved] = evaluate(candidate[moved], step)
             n_queries += int(moved.sum())
-        accept = moved & (cand_s >= threshold)
+        accept = moved & in_level(cand_s, cand_k, threshold, threshold_key)
         cur_u[accept] = candidate[accept]
         cur_s[accept] = cand_s[accept]
-        u[:active, state], score[:active, state] = cur_u, cur_s
+        cur_k[accept] = cand_k[accept]
+        u[:active, state], score[:active, state], key[:active, state] = cur_u, cur_s, cur_k
         n_accepted += int(accept.sum())
         n_proposed += active
         if kernel.adapt:
             params = replace(params, scale=adapt_scale(params.scale, accept.sum() / active, kernel.target_acceptance, step))
     rate = n_accepted / n_proposed if n_proposed else math.nan
     parent = None if seeds_parent is None else np.asarray(seeds_parent)[order]
-    return Population(u=u, score=score, mask=mask, parent=parent), ChainStats(rate, params.scale, n_queries)
+    return Population(u=u, score=score, key=key, mask=mask, parent=parent), ChainStats(rate, params.scale, n_queries)

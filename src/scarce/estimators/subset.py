@@ -5,7 +5,10 @@ r"""Subset Simulation with the exact terminal event and tie-aware levels.
 
 Decisions (DESIGN.md section 2): a sample that truly failed gets the effective
 score ``+inf``, so it always survives and the last level is the failure event
-itself; the level probability is the counted fraction (ties included); a level
+itself; the level boundary is the ``(p0 N + 1)``-th largest sample, ties split by
+an independent uniform key per evaluated point, and the level probability is the
+counted fraction above it (:mod:`scarce.levels` says why this makes the product of
+fractions unbiased where a threshold at the ``p0 N``-th sample is not); a level
 whose samples all share one score (a plateau) cannot rise, so the failure event is
 its next level and the run ends there with the failures it holds, flagged
 ``status="stalled"`` when there are none (never resampled until a failure appears:
@@ -27,7 +30,8 @@ samples have failed.  When a level's failure fraction ``f`` falls just short of
 ``p0``, one more level costs ``N - p0 N`` model calls to estimate a factor near 1,
 while stopping adds ``(1 - f) / (N f) (1 + gamma)`` to the squared CoV, hardly more
 than any intermediate level adds.  So a run ends as soon as ``stop_factor * p0 * N``
-samples have failed (default 0.5).  Measured paired (the same seeds 40000-40999,
+samples have failed (default 0.5), but never on fewer than 50 failures
+(:func:`scarce.levels.failures_to_stop`).  Measured paired (the same seeds 40000-40999,
 N = 2000, p0 = 0.1; CoV times the square root of (mean queries / 2000), the classic
 rule first): linear d = 100 at 1e-3 0.297 -> 0.282 (mean queries 6549 -> 5599),
 at 1e-6 0.699 -> 0.679 (11923 -> 11022), at 1e-9 1.124 -> 1.104 (17379 -> 16481);
@@ -169,9 +173,11 @@ class SubsetSimulation:
         per cent (module notes).
     stop_factor : float
         In (0, 1]. The run ends at the first level at which at least
-        ``stop_factor * p0 * N`` samples (at least one) have failed; their fraction is
-        the last factor of the estimate. 1 is the classic rule; the default 0.5 saves a
-        level of model calls in about half the runs (module notes).
+        ``stop_factor * p0 * N`` samples have failed, and never fewer than 50 (or
+        ``p0 * N`` where that is smaller: a stop at a handful of failures selects the
+        populations whose count came out high); their fraction is the last factor of
+        the estimate. 1 is the classic rule; the default 0.5 saves a level of model
+        calls in about half the runs (module notes).
     count_seeds : {"independent", "always", "never"}
         Whether a level's seeds count among its ``N`` samples. ``"always"``: each seed
         is its chain's first state and the level costs ``N - p0 N`` model calls (Au and
@@ -326,6 +332,19 @@ class SubsetSimulation:
         return out
 
 
+def _stall_message(level: int, population: Population) -> str:
+    """Why a level could not rise, for the warning of a run that ends with estimate 0."""
+    scores = population.flat_scores()
+    if scores.min() == scores.max():
+        why = f"every sample shares the score {scores[0]:.6g}"
+    else:
+        why = f"its highest samples are copies of one state (score {scores.max():.6g}) the chains could not leave"
+    return (
+        f"Subset Simulation stalled at level {level}: {why}, so no level can rise, and none of its "
+        f"{scores.size} samples failed; the estimate is 0 and the interval rests on the first level's independent draws"
+    )
+
+
 @dataclass
 class _Level:
     """Bookkeeping of the level being built."""
@@ -374,7 +393,8 @@ class _Run:
         else:
             u0 = standard_normal(self.rng, (n, self.problem.dim), dtype)
         s0 = self.evaluate(u0, 0)
-        level = _Level(threshold=-math.inf, population=Population.from_independent(u0, s0), stats=ChainStats(math.nan, math.nan, n))
+        population = Population.from_independent(u0, s0, self.rng.random(n))
+        level = _Level(threshold=-math.inf, population=population, stats=ChainStats(math.nan, math.nan, n))
         # ancestor of each chain at the first level whose population held a failure (the reference)
         self.origin, self.origin_fixed = np.arange(n), level.population.n_failed() > 0
         self.origin_chains, self.origin_level = n, 0  # chains and index of the reference level
@@ -406,21 +426,16 @@ class _Run:
         min_failures = failures_to_stop(n, cfg.level_probability, cfg.stop_factor)
         cumulative, scale, status = 1.0, self.kernel.initial_scale, "converged"
         while True:
-            choice = next_threshold(level.population.flat_scores(), cfg.level_probability, min_failures)
-            indicator = level.population.score >= choice.threshold
+            pop = level.population
+            choice = next_threshold(pop.flat_scores(), cfg.level_probability, min_failures, keys=pop.flat_keys())
+            indicator = choice.contains(pop.score, pop.key)
             gamma = chain_correlation_factor(indicator, level.population.mask)
             if choice.is_failure_level:
                 cumulative *= choice.probability
                 self._add_level(choice, level, cumulative, gamma, final=True)
                 if choice.stalled and choice.n_above == 0:
                     status = "stalled"
-                    warnings.warn(
-                        f"Subset Simulation stalled at level {self.level_index - 1}: every sample shares the score "
-                        f"{level.population.flat_scores()[0]:.6g}, so no level can rise, and none of its {n} samples "
-                        "failed; the estimate is 0 and the interval rests on the first level's independent draws",
-                        StalledLevelWarning,
-                        stacklevel=4,
-                    )
+                    warnings.warn(_stall_message(self.level_index - 1, pop), StalledLevelWarning, stacklevel=4)
                 else:
                     self._record_lineage(level.population, indicator, choice.probability)
                 break
@@ -480,12 +495,13 @@ class _Run:
         return rule == "always" or (rule == "independent" and population.independent)
 
     def _next_level(self, level: _Level, choice: ThresholdChoice, scale: float) -> tuple[_Level, float]:
-        flat_s = level.population.flat_scores()
-        pick = np.flatnonzero(flat_s >= choice.threshold)
+        flat_s, flat_k = level.population.flat_scores(), level.population.flat_keys()
+        pick = np.flatnonzero(choice.contains(flat_s, flat_k))
         self.level_index += 1
         population, stats = run_chains(
             self.kernel, level.population.take_u(pick), flat_s[pick], choice.threshold, self.n, scale, self.evaluate,
             self.rng, seeds_parent=level.population.chain_of_flat()[pick], count_seeds=self._counts_seeds(level.population),
+            seeds_key=flat_k[pick], threshold_key=choice.key,
         )
         if self.origin_fixed:
             self.origin = self.origin[population.parent]
