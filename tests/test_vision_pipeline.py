@@ -15,6 +15,7 @@ pytest.importorskip("mlxtend")
 from typer.testing import CliRunner  # noqa: E402
 
 from scarce.cli import app  # noqa: E402
+from scarce.errors import ScarceError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +101,51 @@ def test_cli_rejects_bad_noise_and_preset(tmp_path):
     assert result.exit_code == 2 and "sigma" in result.output
     result = runner.invoke(app, ["vision", "--preset", "quik", "--run-dir", str(tmp_path / "b")])
     assert result.exit_code == 2 and "Did you mean 'quick'" in result.output
+
+
+def test_cli_tiny_preset_with_rulers_conditioned_on_the_seed_class(tmp_path):
+    """``--set conditioning=class``: one ruler per class, each run scored by its seed's class ruler."""
+    import json
+
+    from scarce.applications.vision.pipeline import build_context
+    from scarce.applications.vision.protocol import get_preset
+    from scarce.rulers import ConditionedRuler
+
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--set", "conditioning=class",
+                                      "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    assert "one per class of the seed" in (run_dir / "report" / "report.md").read_text()
+    info = json.loads((run_dir / "cache" / "context.json").read_text())
+    assert info["conditioning"] == "class"
+    assert info["ruler_auc_heldout"].keys() == info["ruler_auc_heldout_pooled"].keys()
+    ctx = build_context(get_preset("tiny", conditioning="class"), run_dir, log=lambda *_: None)
+    ruler = next(iter(ctx.rulers.values()))
+    assert isinstance(ruler, ConditionedRuler) and len(ruler.rulers_) >= 2
+
+
+def test_conditioning_must_be_none_or_class():
+    from scarce.applications.vision.protocol import get_preset
+
+    with pytest.raises(ScarceError, match="conditioning must be one of none, class, got 'pair'"):
+        get_preset("tiny", conditioning="pair")
+
+
+def test_held_out_separation_of_conditioned_rulers_is_stratified_and_compared_with_pooled():
+    from sklearn.metrics import roc_auc_score
+
+    from scarce.applications.vision.pipeline import _pooled, _separation
+    from scarce.rulers import make_ruler
+
+    rng = np.random.default_rng(0)
+    # class 0 fails toward +x, class 1 toward -x: pooled, the ruler points +x
+    Z = np.vstack([rng.normal((0, 0), 1, (300, 2)), rng.normal((3, 0), 0.5, (300, 2)),
+                   rng.normal((6, 0), 1, (100, 2)), rng.normal((4, 0), 0.5, (100, 2))])
+    y = np.r_[np.zeros(300), np.ones(300), np.zeros(100), np.ones(100)].astype(int)
+    g = np.r_[np.zeros(600, int), np.ones(200, int)]
+    rulers = {"centroid": make_ruler("centroid", by="class").fit(Z, y, groups=g)}
+    conditioned, pooled = _separation(rulers, Z, y, g), _separation(_pooled(rulers), Z, y, g)
+    in_1 = g == 1
+    assert pooled["centroid"] == pytest.approx(roc_auc_score(y, rulers["centroid"].pooled_.score_samples(Z)))
+    assert roc_auc_score(y[in_1], rulers["centroid"].pooled_.score_samples(Z[in_1])) < 0.2
+    assert conditioned["centroid"] > 0.95

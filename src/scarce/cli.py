@@ -183,14 +183,21 @@ def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore
     from scarce.reporting.vision import head_to_head, rank_rulers, result_rows, write_report
 
     frame = result_rows(run.store)
-    report = write_report(frame, run_dir / "report", context={
+    held = info["ruler_auc_heldout"]
+    context = {
         "preset": chosen.name, "noise": f"{chosen.noise} {chosen.scale}", "data": info["data"],
         "classifier test accuracy": f"{info['test_accuracy']:.4f}",
+        "rulers": "one per class of the seed" if chosen.conditioning == "class" else "pooled over all classes",
         "ruler separation on held-out seeds (AUC)": ", ".join(
-            f"{k} {v:.3f}" for k, v in sorted(info["ruler_auc_heldout"].items(), key=lambda kv: -kv[1])),
-        "screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
-        "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"]),
-    })
+            f"{k} {v:.3f}" for k, v in sorted(held.items(), key=lambda kv: -kv[1])),
+    }
+    if info.get("ruler_auc_heldout_pooled"):
+        pooled = info["ruler_auc_heldout_pooled"]
+        context["the same rulers pooled over all classes, held-out AUC"] = ", ".join(
+            f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]))
+    context.update({"screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
+                    "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"])})
+    report = write_report(frame, run_dir / "report", context=context)
     print_vision_tables(rank_rulers(frame), head_to_head(frame))
     typer.echo(f"report: {report}")
 

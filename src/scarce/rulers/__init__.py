@@ -7,6 +7,10 @@ Build by the paper's names and fit on labelled embeddings (``y = 1`` failure, ``
     scores = ruler.score_samples(Z_new)     # shape (n,), float64
     tau = ruler.threshold()                 # p75 of the fitted bad-score distribution
 
+    # one ruler per group (here the seed's true class), each scoring its own group's inputs
+    per_class = make_ruler("fisher", by="class").fit(Z, y, groups=classes)
+    scores = per_class.for_group(seed_class).score_samples(Z_new)
+
 The registry is importable without scikit-learn; the ruler classes (which import it) load on
 first use.
 """
@@ -32,6 +36,7 @@ _LAZY = {
     "RulerFitWarning": "scarce.rulers.base",
     "percentile_threshold": "scarce.rulers.base",
     "AnchoredRuler": "scarce.rulers.anchored",
+    "ConditionedRuler": "scarce.rulers.conditioned",
     "CentroidRuler": "scarce.rulers.linear",
     "CentroidRotationRuler": "scarce.rulers.linear",
     "PC1Ruler": "scarce.rulers.linear",

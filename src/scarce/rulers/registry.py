@@ -166,11 +166,22 @@ def make_ruler(name: str, **params: Any) -> BaseRuler:
         (a ``ValueError``) for an unknown name, with the closest names and the catalogue, or
         for a parameter the ruler does not take.
 
+    Conditioned variants take ``by`` (and optionally ``fallback``, ``min_failures``,
+    ``min_normals``) and return a :class:`~scarce.rulers.conditioned.ConditionedRuler` that
+    fits this ruler once per group: ``make_ruler("fisher", by="class").fit(Z, y, groups=c)``.
+
     Examples
     --------
     >>> make_ruler("pc1_p75").percentile
     75
+    >>> make_ruler("fisher", by="class", fallback="refuse")
+    ConditionedRuler(by='class', fallback='refuse', ruler=FisherRuler())
     """
+    if "by" in params:
+        from scarce.rulers.conditioned import ConditionedRuler
+
+        conditioning = {k: params.pop(k) for k in ("by", "fallback", "min_failures", "min_normals") if k in params}
+        return ConditionedRuler(make_ruler(name, **params), **conditioning)
     spec = ruler_spec(name)
     cls = spec.resolve()
     allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]

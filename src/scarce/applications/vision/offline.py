@@ -41,6 +41,10 @@ class HarvestedData:
     def n_failures(self) -> int:
         return int(self.failed.sum())
 
+    def seed_labels(self, n_classes: int) -> np.ndarray:
+        """True class of the seed each row came from, read from the one-hot part of the features."""
+        return np.argmax(self.features[:, -n_classes:], axis=1)
+
 
 class _Recorder:
     def __init__(self) -> None:
@@ -126,8 +130,14 @@ def fit_rulers(
     *,
     min_failures: int = 20,
     seed: int = 0,
+    groups: np.ndarray | None = None,
+    by: str = "class",
 ) -> dict[str, Any]:
-    """Fit each named ruler on pooled labelled embeddings; returns ``{name: fitted ruler}``.
+    """Fit each named ruler on labelled embeddings; returns ``{name: fitted ruler}``.
+
+    Pooled over every training seed, or, with ``groups`` (the true class of each row's seed),
+    one ruler per group (:class:`~scarce.rulers.conditioned.ConditionedRuler`, labelled ``by``;
+    a group with too few failures is scored by the pooled ruler, with a warning).
 
     Raises a :class:`ScarceError` when there are fewer than ``min_failures`` failures: the
     training seeds must be perturbed often enough to fail (raise the noise or add seeds).
@@ -143,5 +153,8 @@ def fit_rulers(
     rulers = {}
     for name in names:
         params = {"random_state": seed} if "random_state" in make_ruler(name).get_params() else {}
-        rulers[name] = make_ruler(name, **params).fit(embeddings, failed.astype(np.int64))
+        if groups is None:
+            rulers[name] = make_ruler(name, **params).fit(embeddings, failed.astype(np.int64))
+        else:
+            rulers[name] = make_ruler(name, by=by, **params).fit(embeddings, failed.astype(np.int64), groups=groups)
     return rulers

@@ -86,18 +86,28 @@ def _head(preset: Any, model: VisionModel, data: HarvestedData, cache: Path) -> 
     return head
 
 
-def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray) -> dict[str, float]:
+def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray, groups: np.ndarray) -> dict[str, float]:
+    """AUC of failure against normal for each ruler; stratified by class for a conditioned one
+    (its classes' scores come from different rulers, so only pairs within a class are compared)."""
     from sklearn.metrics import roc_auc_score
 
-    return {name: float(roc_auc_score(y, r.score_samples(Z))) for name, r in rulers.items()}
+    return {name: float(r.diagnostics(Z, y, groups=groups)["auc"] if hasattr(r, "for_group")
+                        else roc_auc_score(y, r.score_samples(Z))) for name, r in rulers.items()}
+
+
+def _pooled(rulers: dict[str, Any]) -> dict[str, Any]:
+    """The pooled rulers inside conditioned ones (empty when the rulers are pooled already)."""
+    return {name: r.pooled_ for name, r in rulers.items() if hasattr(r, "pooled_")}
 
 
 def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any], splits: Any, noise: Any,
-                         cache: Path) -> dict[str, float]:
+                         cache: Path) -> dict[str, dict[str, float]]:
     """AUC of each ruler on labelled embeddings of test-split seeds (never used for fitting).
 
     Harvested like the training data, from a quarter as many seeds of the test split (which is
-    disjoint from the training data and from the evaluated seed pool).
+    disjoint from the training data and from the evaluated seed pool). Returns ``{"rulers": ...}``
+    and, for conditioned rulers, ``{"pooled": ...}``: the AUC of the same rulers pooled over
+    all classes, for the comparison.
     """
     path = cache / "harvest_heldout.npz"
     data = _load_harvest(path)
@@ -112,7 +122,14 @@ def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any]
         return {}
     Z = model.head.transform(data.features) if model.head is not None else \
         data.features[:, : -model.n_classes].astype(np.float64)
-    return _separation(rulers, Z, data.failed)
+    groups = data.seed_labels(model.n_classes)
+    with warnings.catch_warnings():  # a test seed of a class no training seed had: pooled ruler
+        warnings.simplefilter("ignore", ScarceWarning)
+        out = {"rulers": _separation(rulers, Z, data.failed, groups)}
+    pooled = _pooled(rulers)
+    if pooled:
+        out["pooled"] = _separation(pooled, Z, data.failed, groups)
+    return out
 
 
 def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = None,
@@ -162,17 +179,22 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
         Z = head.transform(data.features)
     else:
         Z = data.features[:, : -model.n_classes].astype(np.float64)
-    rulers = fit_rulers(preset.rulers, Z, data.failed, seed=preset.seed)
-    auc = _separation(rulers, Z, data.failed)
+    classes = data.seed_labels(model.n_classes)
+    conditioned = preset.conditioning == "class"
+    rulers = fit_rulers(preset.rulers, Z, data.failed, seed=preset.seed, groups=classes if conditioned else None)
+    auc = _separation(rulers, Z, data.failed, classes)
     best = max(auc, key=auc.get)
-    log(f"rulers: {len(rulers)} fitted on {Z.shape[0]} x {Z.shape[1]} embeddings; best separation "
-        f"{best} AUC {auc[best]:.3f} (training seeds)")
+    log(f"rulers: {len(rulers)} fitted on {Z.shape[0]} x {Z.shape[1]} embeddings"
+        + (f", one per class of {len(np.unique(classes))}" if conditioned else "")
+        + f"; best separation {best} AUC {auc[best]:.3f} (training seeds)")
     held = _held_out_separation(preset, model, rulers, splits, noise, cache)
     if held:
-        best_held = max(held, key=held.get)
-        log(f"separation on held-out seeds (test split): best {best_held} AUC {held[best_held]:.3f}")
+        best_held = max(held["rulers"], key=held["rulers"].get)
+        log(f"separation on held-out seeds (test split): best {best_held} AUC {held['rulers'][best_held]:.3f}"
+            + (f"; pooled over classes {held['pooled'][best_held]:.3f}" if "pooled" in held else ""))
     info = {"data": splits.source, "test_accuracy": test_accuracy, "harvest_points": int(len(data.failed)),
-            "harvest_failures": data.n_failures, "embedding": preset.embedding, "ruler_auc_train": auc,
-            "ruler_auc_heldout": held, "device": model.device}
+            "harvest_failures": data.n_failures, "embedding": preset.embedding, "conditioning": preset.conditioning,
+            "ruler_auc_train": auc, "ruler_auc_heldout": held.get("rulers", {}),
+            "ruler_auc_heldout_pooled": held.get("pooled", {}), "device": model.device}
     atomic_write_text(cache / "context.json", json.dumps(info, indent=1, default=float))
     return VisionContext(model, noise, rulers, splits.seed_images, splits.seed_labels, info)

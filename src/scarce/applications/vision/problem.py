@@ -224,7 +224,8 @@ def perturbation_problem(
     noise : GaussianNoise or UniformNoise
     score : "margin" or a fitted ruler
         The performance function of the levels: the logit margin (classic Subset Simulation) or
-        ``ruler.score_samples(embedding)`` (SCARCE).
+        ``ruler.score_samples(embedding)`` (SCARCE); a ruler conditioned on the class scores
+        with the ruler of ``label``.
     record : callable, optional
         Called as ``record(outputs, failed)`` after every forward pass (to harvest labelled
         embeddings for training encoders and rulers).
@@ -238,6 +239,8 @@ def perturbation_problem(
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
         raise ScarceError(f"label must be an integer in 0..{model.n_classes - 1}, got {label!r}")
     label = int(label)
+    if hasattr(score, "for_group"):  # a ruler conditioned on the class: the seed's class's ruler
+        score = score.for_group(label)
     score_name, score_fn = _score_function(score)
 
     def transform(u: np.ndarray) -> np.ndarray:

@@ -29,6 +29,9 @@ from scarce.experiments.executors import Executor, run_grid
 from scarce.experiments.store import ResultStore
 from scarce.rulers import VISION_RULERS
 
+#: Values of ``VisionPreset.conditioning``: rulers pooled over all classes, or one per class.
+CONDITIONINGS = ("none", "class")
+
 __all__ = ["PRESETS", "VisionPreset", "VisionRun", "get_preset", "parse_overrides", "task_seed"]
 
 STAGES = {"smc": 0, "screen": 1, "eval": 2}
@@ -53,6 +56,9 @@ class VisionPreset:
     harvest_max_queries: int = 15_000
     embedding: str = "supcon"  # or "penultimate"
     rulers: tuple[str, ...] = tuple(VISION_RULERS)
+    # "class": one ruler per true class of the training seeds, each applied to seeds of its class
+    # (scarce.rulers.conditioned); "none": one ruler pooled over all classes
+    conditioning: str = "none"
     methods: MethodSettings = field(default_factory=MethodSettings)
     # Overrides of ClassifierConfig. The quick default (16/32 channels, 64 features) keeps the
     # embedded test accuracy above 95% (95.8% measured) with about 3x the forward-pass rate of
@@ -70,6 +76,8 @@ class VisionPreset:
             raise ScarceError(f"data must be 'embedded' or 'mnist', got {self.data!r}")
         if self.embedding not in ("supcon", "penultimate"):
             raise ScarceError(f"embedding must be 'supcon' or 'penultimate', got {self.embedding!r}")
+        if self.conditioning not in CONDITIONINGS:
+            raise ScarceError(f"conditioning must be one of {', '.join(CONDITIONINGS)}, got {self.conditioning!r}")
         _check_sizes(self)
         from scarce.applications.vision.noise import make_noise
 
