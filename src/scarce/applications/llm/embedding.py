@@ -113,8 +113,11 @@ def embed_corpus(
     -------
     pandas.DataFrame
         A copy of ``frame`` with ``embedding`` (per record a float32 vector) and, for the judge,
-        ``judge_score`` (p_unsafe, float64). Other columns, the ``jailbroken`` label included,
-        are unchanged; ``attrs["embedding"]`` records the encoder identity and dimension.
+        ``judge_score`` (p_unsafe, float64); for the sentence encoder, ``windows`` (how many
+        windows of word pieces each conversation was embedded over: more than one where it is
+        longer than the model reads at once). Other columns, the ``jailbroken`` label included,
+        are unchanged; ``attrs["embedding"]`` records the encoder identity and dimension, and
+        ``windowed_records``, the records embedded over more than one window.
 
     Raises
     ------
@@ -136,10 +139,13 @@ def embed_corpus(
         out["judge_score"] = result.p_unsafe.astype(np.float64)
     else:
         embeddings = built.encode(prompts, responses, batch_size=size, cache_dir=cache_dir, progress=progress)
+        out["windows"] = built.last_windows
     _check_finite(embeddings)
     out["embedding"] = list(np.asarray(embeddings, dtype=np.float32))
-    out.attrs = {**frame.attrs, "embedding": {"encoder": kind, "identity": built.identity,
-                                              "dimension": int(embeddings.shape[1])}}
+    info = {"encoder": kind, "identity": built.identity, "dimension": int(embeddings.shape[1])}
+    if "windows" in out:
+        info["windowed_records"] = int((out["windows"] > 1).sum())
+    out.attrs = {**frame.attrs, "embedding": info}
     return out
 
 
