@@ -8,9 +8,10 @@ gives the records, those longer than one window (which the truncating encoder cu
 response, or inside it), and the jailbreaks. Then each LLM ruler family is fitted on the PAIR
 records plus the benign behaviours, its threshold set at the p75 of the PAIR jailbreaks' scores,
 and for every other style the recall at that threshold (the share of the style's jailbreaks
-scoring at or above it) is printed, with windowed embeddings and, when ``--truncated`` names a
-corpus embedded by the truncating encoder (the Parquet written by ``benchmarks/llm_embed.py``
-before windows existed), with those.
+scoring at or above it) is printed for three embeddings: the whole conversation over windows,
+the prompt and the response embedded apart and concatenated (``parts="separate"``), and, when
+``--truncated`` names a corpus embedded by the truncating encoder (the Parquet written by
+``benchmarks/llm_embed.py`` before windows existed), the truncated conversation.
 
     python benchmarks/llm_windows.py --data-dir ../shared/data --truncated runs/llm/corpus.parquet
 """
@@ -67,7 +68,10 @@ def main() -> None:
     print("| style | records | longer than one window | jailbreaks |\n|---|---|---|---|")
     for style, group in windowed.groupby("method"):
         print(f"| {style} | {len(group)} | {int((group['windows'] > 1).sum())} | {int(group['jailbroken'].sum())} |")
-    results = {"windowed": recalls(windowed)}
+    start = time.perf_counter()
+    separate = embed_corpus(corpus, SentenceEncoder("minilm", device="cpu", parts="separate"), cache_dir=args.cache_dir)
+    print(f"\nprompt and response apart: embedded in {time.perf_counter() - start:.0f} s")
+    results = {"windowed": recalls(windowed), "separate": recalls(separate)}
     if args.truncated:
         import pandas as pd
 

@@ -114,11 +114,16 @@ class _Honesty:
         self.name = name
         self.runs: list[tuple[int, float, float, bool, bool, bool]] = []
 
+        self.records: list[dict] = []
+
     def add(self, seed: int, result, truth: float) -> None:
         lo, hi = result.ci(0.95)
         flagged = bool(result.flags)
         self.runs.append((seed, result.probability, result.cov, lo <= truth <= hi, flagged,
                           result.thin_evidence))
+        self.records.append({"method": self.name, "seed": seed, "truth": truth, "estimate": result.probability,
+                             "cov": result.cov, "lo": lo, "hi": hi, "flags": list(result.flags),
+                             "lineages": result.info.get("failure_lineages"), "n_queries": result.n_queries})
 
     def row(self) -> str:
         seed, est, cov, covered, flagged, thin = (np.array(c) for c in zip(*self.runs))
@@ -161,6 +166,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto: where forward passes run")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--dump", default=None, help="write every run's estimate, interval and flags here (JSON lines)")
     args = parser.parse_args()
 
     import torch
@@ -236,6 +242,11 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
             estimates = np.array(estimates)
             log_ratio.append(np.std(estimates, ddof=1) / np.mean(estimates) if estimates.mean() > 0 else math.inf)
         honesty.append(trust)
+        if args.dump:
+            import json
+
+            with open(args.dump, "a", encoding="utf-8") as out:
+                out.writelines(json.dumps(record, default=float) + "\n" for record in trust.records)
         cov = float(np.sqrt(np.mean(np.square(log_ratio))))
         q = float(np.mean(queries))
         rows.append(_Row(display_name(method), float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,

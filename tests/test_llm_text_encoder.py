@@ -194,3 +194,15 @@ def test_bundled_minilm_sees_the_response_after_a_prompt_longer_than_its_window(
     b = encoder.encode([prompt], ["I cannot help with that request."])
     assert np.linalg.norm(a - b) > 1e-3  # truncated at 512 word pieces, both would be the prompt alone
     np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+
+
+def test_separate_parts_embed_prompt_and_response_apart_and_concatenate(tmp_path):
+    encoder = SentenceEncoder(FakeSentenceModel(), model_id="fake-6", max_seq_length=64, parts="separate",
+                              normalize=False)
+    out = encoder.encode(["aa bb", "cc"], ["a yes", None], cache_dir=tmp_path)
+    assert out.shape == (2, 6) and encoder.dimension == 6
+    np.testing.assert_array_equal(out[0], [len("User: aa bb"), 2, 1, len("Agent: a yes"), 1, 1])
+    np.testing.assert_array_equal(out[1, 3:], 0.0)  # no response: the response half is zero
+    assert '"parts": "separate"' in encoder.identity
+    with pytest.raises(ScarceError, match=r"unknown parts 'both'"):
+        SentenceEncoder(FakeSentenceModel(), model_id="fake-6", parts="both")

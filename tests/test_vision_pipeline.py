@@ -149,3 +149,10 @@ def test_held_out_separation_of_conditioned_rulers_is_stratified_and_compared_wi
     assert pooled["centroid"] == pytest.approx(roc_auc_score(y, rulers["centroid"].pooled_.score_samples(Z)))
     assert roc_auc_score(y[in_1], rulers["centroid"].pooled_.score_samples(Z[in_1])) < 0.2
     assert conditioned["centroid"] > 0.95
+
+
+def test_run_directories_made_before_conditioning_existed_stay_resumable():
+    from scarce.applications.vision.protocol import get_preset
+
+    assert "conditioning" not in get_preset("tiny").config()  # the behaviour those runs had
+    assert get_preset("tiny", conditioning="class").config()["conditioning"] == "class"

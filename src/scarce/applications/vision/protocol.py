@@ -104,9 +104,16 @@ class VisionPreset:
         check_resources(self)
 
     def config(self) -> dict[str, Any]:
+        """The run's configuration as stored with its results (and fingerprinted).
+
+        A field added after run directories existed is stored only when it differs from the
+        behaviour those runs had, so they stay resumable: ``conditioning`` when not ``"none"``.
+        """
         data = asdict(self)
         data.pop("allow_large")
         data["rulers"] = list(self.rulers)
+        if data["conditioning"] == "none":
+            data.pop("conditioning")
         return data
 
 
