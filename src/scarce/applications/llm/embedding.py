@@ -88,7 +88,7 @@ def embed_corpus(
     frame : pandas.DataFrame
         A corpus table (at least ``prompt`` and ``response``; null responses count as ``""``).
     encoder : {"minilm", "judge"} or an encoder instance
-        ``"minilm"``: :class:`scarce.encoders.text.SentenceEncoder` (384-d, CPU-friendly);
+        ``"minilm"``: :class:`scarce.encoders.text.SentenceEncoder` (prompt and response, 384-d each; CPU-friendly);
         ``"judge"``: :class:`scarce.encoders.judge.JudgeEncoder` (hidden states and p_unsafe).
         A built ``SentenceEncoder`` or ``JudgeEncoder`` is used as is (then ``model``,
         ``tokenizer``, ``device`` and ``options`` are ignored).
