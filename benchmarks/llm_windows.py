@@ -62,7 +62,8 @@ def main() -> None:
         parser.error("--data-dir (or SCARCE_DATA_DIR) must point at the shared data")
     corpus = load_jailbreakbench_corpus(args.data_dir)
     start = time.perf_counter()
-    windowed = embed_corpus(corpus, SentenceEncoder("minilm", device="cpu"), cache_dir=args.cache_dir)
+    windowed = embed_corpus(corpus, SentenceEncoder("minilm", device="cpu", parts="conversation"),
+                            cache_dir=args.cache_dir)
     print(f"{len(windowed)} records embedded in {time.perf_counter() - start:.0f} s; "
           f"{windowed.attrs['embedding']['windowed_records']} over more than one window\n")
     print("| style | records | longer than one window | jailbreaks |\n|---|---|---|---|")

@@ -10,10 +10,10 @@ from scarce.levels import failures_to_stop, in_level, n_seeds_target, next_thres
 
 def test_continuous_scores_keep_exactly_p0_n_above_the_next_score_down():
     # the boundary is the (m + 1)-th largest score, 89; the level is {score > 89}
-    scores = np.arange(100, dtype=float)
-    choice = next_threshold(scores, 0.1, keys=np.random.default_rng(0).random(100))
+    scores, keys = np.arange(100, dtype=float), np.random.default_rng(0).random(100)
+    choice = next_threshold(scores, 0.1, keys=keys)
     assert choice.threshold == 89.0
-    assert choice.n_above == 10 and np.count_nonzero(choice.contains(scores)) == 10
+    assert choice.n_above == 10 and np.count_nonzero(choice.contains(scores, keys)) == 10
     assert choice.probability == 0.1
     assert not choice.stalled
 
@@ -165,3 +165,8 @@ def test_the_level_rule_is_unbiased_under_exact_resampling_even_with_few_samples
     est = np.array([_ideal_splitting(rng, 100, 0.1, depth) for _ in range(4000)])
     se = est.std(ddof=1) / math.sqrt(est.size)
     assert abs(est.mean() - math.exp(-depth)) < 3 * se
+
+
+def test_membership_at_a_keyed_boundary_needs_the_keys():
+    with pytest.raises(ValueError, match="key: the level's boundary key is 0.5"):
+        in_level(np.array([1.0, 2.0]), None, 2.0, 0.5)

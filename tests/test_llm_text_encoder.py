@@ -150,7 +150,8 @@ def test_a_long_conversation_is_embedded_over_windows_and_its_response_counts(tm
     prompt = " ".join(f"w{i}" for i in range(60))
     windows = encoder.windows(render_conversation(prompt, "aaa bbb"))
     assert [n for _, n in windows] == [22, 22, 22, 22] and windows[-1][0].endswith("Agent: aaa bbb")
-    assert windows[0][0].split()[-5:] == windows[1][0].split()[:5]  # consecutive windows overlap
+    for before, after in zip(windows, windows[1:]):  # consecutive windows share at least 5 pieces
+        assert len(set(before[0].split()) & set(after[0].split())) >= 5
     first = encoder.encode([prompt], ["aaa bbb"], cache_dir=tmp_path)
     other = encoder.encode([prompt], ["bbb"], cache_dir=tmp_path)
     assert encoder.last_windows.tolist() == [4]

@@ -237,3 +237,13 @@ def test_string_groups_work_like_integer_groups():
     a = make_ruler("fisher", by="style").fit(Z, y, groups=names).score_samples(Z, groups=names)
     b = make_ruler("fisher", by="style").fit(Z, y, groups=g).score_samples(Z, groups=g)
     np.testing.assert_allclose(a, b)
+
+
+def test_group_labels_as_zero_d_arrays_and_a_missing_by_are_handled():
+    Z, y, g = _grouped()
+    ruler = make_ruler("centroid", by="class").fit(Z, y, groups=g)
+    assert ruler.for_group(np.array(1)) is ruler.rulers_[1]
+    with pytest.raises(ScarceError, match="group must be one label"):
+        ruler.for_group(np.array([1, 0]))
+    with pytest.raises(ScarceError, match="by must name what the groups are"):
+        make_ruler("centroid", by=None).fit(Z, y, groups=g)

@@ -146,7 +146,10 @@ def test_held_out_separation_of_conditioned_rulers_is_stratified_and_compared_wi
     rulers = {"centroid": make_ruler("centroid", by="class").fit(Z, y, groups=g)}
     conditioned, pooled = _separation(rulers, Z, y, g), _separation(_pooled(rulers), Z, y, g)
     in_1 = g == 1
-    assert pooled["centroid"] == pytest.approx(roc_auc_score(y, rulers["centroid"].pooled_.score_samples(Z)))
+    pooled_scores = rulers["centroid"].pooled_.score_samples(Z)
+    within = [(roc_auc_score(y[g == k], pooled_scores[g == k]), (y[g == k] == 1).sum() * (y[g == k] == 0).sum())
+              for k in (0, 1)]
+    assert pooled["centroid"] == pytest.approx(sum(a * w for a, w in within) / sum(w for _, w in within))
     assert roc_auc_score(y[in_1], rulers["centroid"].pooled_.score_samples(Z[in_1])) < 0.2
     assert conditioned["centroid"] > 0.95
 

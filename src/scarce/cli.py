@@ -188,12 +188,12 @@ def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore
         "preset": chosen.name, "noise": f"{chosen.noise} {chosen.scale}", "data": info["data"],
         "classifier test accuracy": f"{info['test_accuracy']:.4f}",
         "rulers": "one per class of the seed" if chosen.conditioning == "class" else "pooled over all classes",
-        "ruler separation on held-out seeds (AUC)": ", ".join(
+        "ruler separation on held-out seeds (AUC within a class)": ", ".join(
             f"{k} {v:.3f}" for k, v in sorted(held.items(), key=lambda kv: -kv[1])),
     }
     if info.get("ruler_auc_heldout_pooled"):
         pooled = info["ruler_auc_heldout_pooled"]
-        context["the same rulers pooled over all classes, held-out AUC"] = ", ".join(
+        context["the same rulers pooled over all classes, held-out AUC within a class"] = ", ".join(
             f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]))
     context.update({"screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
                     "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"])})

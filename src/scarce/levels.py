@@ -109,8 +109,11 @@ def in_level(score: np.ndarray, key: np.ndarray | None, threshold: float, thresh
     above = score > threshold
     if threshold_key == -math.inf:
         return above | (score == threshold)
-    if key is None or threshold_key == math.inf:
+    if threshold_key == math.inf:
         return above
+    if key is None:
+        raise ScarceError(f"key: the level's boundary key is {threshold_key!r}, so membership of samples "
+                          f"at the boundary score {threshold!r} needs their tie-breaking keys")
     return above | ((score == threshold) & (key > threshold_key))
 
 
@@ -227,9 +230,9 @@ def next_threshold(
     # (m + 1)-th largest score, by partition (O(N)) rather than a full sort.
     boundary = float(np.partition(scores, n - m - 1)[n - m - 1])
     finite = scores[~np.isposinf(scores)]
-    if math.isinf(boundary) or finite.min() == finite.max():
+    if boundary == math.inf or finite.min() == finite.max():
         # m + 1 failures, or a plateau: every sample that did not fail shares one score
-        return _failure_level(n_failed, n, stalled=not math.isinf(boundary))
+        return _failure_level(n_failed, n, stalled=boundary != math.inf)
     n_above = int(np.count_nonzero(scores > boundary))
     key = math.inf
     if keys is not None:  # the boundary's rank inside its tie block, from the top

@@ -20,10 +20,11 @@ class LevelDiagnostics:
     """What happened at one level of a Subset Simulation run.
 
     Level 0 is the initial Monte Carlo population (``threshold = -inf``,
-    ``probability = 1``).  Level ``l >= 1`` has threshold ``gamma_l`` chosen from
-    the level ``l - 1`` population, its counted conditional probability
-    ``p_l = #(score >= gamma_l) / N``, and the statistics of the MCMC run that
-    populated it.  The last level of a converged run has ``threshold = inf``
+    ``probability = 1``).  Level ``l >= 1`` has the boundary score ``gamma_l`` chosen
+    from the level ``l - 1`` population (the level holds the samples above it, ties at
+    ``gamma_l`` split by their tie-breaking keys, :mod:`scarce.levels`), its counted
+    conditional probability ``p_l = #(above gamma_l) / N``, and the statistics of the
+    MCMC run that populated it.  The last level of a converged run has ``threshold = inf``
     (the failure event) and costs no queries.
 
     Attributes
@@ -35,9 +36,9 @@ class LevelDiagnostics:
     cumulative_probability : float
         Running estimate ``P_hat_l = p_1 ... p_l``.
     n_seeds : int
-        Samples of level ``l - 1`` at or above the threshold (the chain seeds).
+        Samples of level ``l - 1`` in level ``l`` (the chain seeds).
     correlation_factor : float
-        Au-Beck ``gamma_l`` of the indicator ``score >= gamma_l`` along the chains of level ``l - 1``.
+        Au-Beck ``gamma_l`` of the level-``l`` indicator along the chains of level ``l - 1``.
     cov : float
         This level's CoV contribution ``delta_l``.
     n_queries : int

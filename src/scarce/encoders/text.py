@@ -13,9 +13,9 @@ template writes the roles (:func:`render_conversation`)::
 and the two embeddings are concatenated (``parts="separate"``; ``parts="conversation"`` embeds
 the one string ``"User: <prompt>\n\nAgent: <response>"`` instead). The model reads at most
 ``max_seq_length`` word pieces (512, its position limit). A longer text is **not truncated**: it
-is cut into overlapping windows of word pieces that each fit, the last one ending at the text's
-end, every window is embedded, and the embedding is the mean of the window embeddings weighted
-by their word pieces, normalised again. MiniLM's own embedding is the mean of its token states,
+is cut into overlapping windows of word pieces that each fit, spread evenly from the text's start
+to its end, every window is embedded, and the embedding is the mean of the window embeddings,
+normalised again. MiniLM's own embedding is the mean of its token states,
 so this is the nearest whole-text extension of it; a text that fits in one window is embedded
 exactly as before. ``windows`` (returned with each embedding and cached) says how many windows a
 record took.
@@ -34,6 +34,7 @@ sentence-transformers (and torch) are imported when an encoder is built, not at 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from typing import Any, Union
@@ -150,7 +151,7 @@ class SentenceEncoder:
         (``benchmarks/llm_windows.py`` measures both on attack styles the rulers were not
         fitted on).
     window_overlap : int, optional
-        Word pieces shared by consecutive windows of a conversation longer than one window;
+        Fewest word pieces consecutive windows of a text longer than one window share;
         at most half a window. Default: 64 (:data:`DEFAULT_WINDOW_OVERLAP`), or a quarter
         window when that is less.
     """
@@ -213,7 +214,7 @@ class SentenceEncoder:
         return json.dumps({"encoder": "sentence", "model": self.model_id, "normalize": self.normalize,
                            "max_seq_length": self.max_seq_length, "rendering": RENDERING, "parts": self.parts,
                            "windows": {"length": self.window_length, "overlap": self.window_overlap,
-                                       "pooling": "mean weighted by word pieces"}}, sort_keys=True)
+                                       "pooling": "mean of evenly spread windows"}}, sort_keys=True)
 
     def windows(self, text: str) -> list[tuple[str, int]]:
         """The windows ``(text, word pieces)`` a text is embedded over: itself when it fits."""
@@ -225,8 +226,10 @@ class SentenceEncoder:
         length = self.window_length
         if len(ids) <= length:
             return [(text, len(ids))]
-        step = length - self.window_overlap
-        starts = [*range(0, len(ids) - length, step), len(ids) - length]
+        # as few windows as the overlap allows, spread evenly from the start to the end, so no
+        # part of the text (the response at its end least of all) is read much more than another
+        count = math.ceil((len(ids) - self.window_overlap) / (length - self.window_overlap))
+        starts = np.round(np.linspace(0, len(ids) - length, count)).astype(int)
         return [(tokenizer.decode(ids[s:s + length]), length) for s in starts]
 
     def embed_texts(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
@@ -252,8 +255,9 @@ class SentenceEncoder:
             pooled = np.zeros((len(texts), out.shape[1]))
             np.add.at(pooled, np.asarray(owner), out * w[:, None])
             out = pooled / np.bincount(owner, weights=w, minlength=len(texts))[:, None]
-            if self.normalize:
-                out /= np.linalg.norm(out, axis=1, keepdims=True)
+            if self.normalize:  # only pooled rows: a one-window text keeps the model's own vector
+                several = counts > 1
+                out[several] /= np.linalg.norm(out[several], axis=1, keepdims=True)
         return {"embedding": out.astype(np.float32), "windows": counts.astype(np.int64)}
 
     def encode(

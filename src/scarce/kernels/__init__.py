@@ -1,4 +1,4 @@
-"""MCMC kernels for sampling N(0, I) restricted to a level ``{score >= threshold}``."""
+"""MCMC kernels for sampling N(0, I) restricted to a level of Subset Simulation."""
 
 import inspect
 

@@ -4,7 +4,7 @@ Every input distribution lives in a standard-normal latent space (DESIGN.md
 section 2, decision 3), so a kernel only has to know N(0, I).  A kernel
 proposes a candidate ``v`` from the current state ``u`` with a proposal that
 satisfies detailed balance for N(0, I); the chain driver then accepts ``v``
-exactly when it lies in the current level ``{score >= threshold}``.  The
+exactly when it lies in the current level (:func:`scarce.levels.in_level`).  The
 composition leaves N(0, I) restricted to the level invariant.
 
 A kernel is stateless; its tuning lives in :class:`KernelParams`, set once per

@@ -37,7 +37,7 @@ from scarce.errors import ScarceError, check_choice, check_positive_int, show
 from scarce.rulers.base import BaseRuler, RulerFitWarning, percentile_threshold
 from scarce.selection.metrics import auc
 
-__all__ = ["FALLBACKS", "ConditionedRuler"]
+__all__ = ["FALLBACKS", "ConditionedRuler", "stratified_auc"]
 
 #: What a group too small to fit (or unseen at fit) gets.
 FALLBACKS = ("pooled", "refuse")
@@ -138,6 +138,8 @@ class ConditionedRuler(BaseEstimator):
         self
         """
         check_choice("fallback", self.fallback, FALLBACKS)
+        if not isinstance(self.by, str) or not self.by:
+            raise ScarceError(f"by must name what the groups are (e.g. 'class'), got {show(self.by)}")
         min_failures = check_positive_int("min_failures", self.min_failures)
         min_normals = check_positive_int("min_normals", self.min_normals)
         Z = check_embeddings(Z)
@@ -156,7 +158,7 @@ class ConditionedRuler(BaseEstimator):
         self.n_features_in_ = Z.shape[1]
         scores = self._score_groups(Z, groups)
         self.bad_scores_ = np.sort(scores[labels])
-        self.group_auc_, self.separation_auc_ = _stratified_auc(scores, labels, groups)
+        self.group_auc_, self.separation_auc_ = stratified_auc(scores, labels, groups)
         return self
 
     def _too_small(self, group: Hashable, n_bad: int, n_good: int, min_failures: int, min_normals: int) -> None:
@@ -214,23 +216,29 @@ class ConditionedRuler(BaseEstimator):
         """Stratified AUC of labelled embeddings, and how many groups have their own ruler."""
         scores = self.score_samples(Z, groups)
         labels = check_labels(y, n_samples=scores.size)
-        _, stratified = _stratified_auc(scores, labels, check_groups(groups, scores.size))
+        _, stratified = stratified_auc(scores, labels, check_groups(groups, scores.size))
         return {"auc": stratified, "groups_fitted": float(len(self.rulers_)),
                 "groups_pooled": float(len(self.fallback_groups_))}
 
 
 def _as_key(group: Hashable) -> Hashable:
     """A group label as the plain Python value the fitted dictionaries use."""
-    return group.item() if isinstance(group, np.generic) else group
+    if isinstance(group, (np.generic, np.ndarray)) and np.ndim(group) == 0:
+        return group.item()
+    if isinstance(group, np.ndarray):
+        raise ScarceError(f"group must be one label, got an array of shape {group.shape}")
+    return group
 
 
 def _unique(groups: NDArray[Any]) -> list[Hashable]:
     return [_as_key(g) for g in np.unique(groups)]
 
 
-def _stratified_auc(scores: NDArray[np.float64], labels: NDArray[np.bool_], groups: NDArray[Any]
-                    ) -> tuple[Mapping[Hashable, float], float]:
-    """Per-group AUC and their pair-weighted mean (NaN when no group holds both classes)."""
+def stratified_auc(scores: NDArray[np.float64], labels: NDArray[np.bool_], groups: NDArray[Any]
+                   ) -> tuple[Mapping[Hashable, float], float]:
+    """Per-group AUC of bad against good scores and their mean weighted by (bad, good) pairs: the
+    share of pairs within one group ordered correctly, ties one half (NaN when no group holds
+    both classes)."""
     per_group, weighted, pairs = {}, 0.0, 0
     for group in _unique(groups):
         rows = groups == group

@@ -87,12 +87,20 @@ def _head(preset: Any, model: VisionModel, data: HarvestedData, cache: Path) -> 
 
 
 def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray, groups: np.ndarray) -> dict[str, float]:
-    """AUC of failure against normal for each ruler; stratified by class for a conditioned one
-    (its classes' scores come from different rulers, so only pairs within a class are compared)."""
-    from sklearn.metrics import roc_auc_score
+    """AUC of failure against normal for each ruler, within a class: only (failure, normal) pairs
+    of one seed class are compared, pooled over classes by their number of pairs.
 
-    return {name: float(r.diagnostics(Z, y, groups=groups)["auc"] if hasattr(r, "for_group")
-                        else roc_auc_score(y, r.score_samples(Z))) for name, r in rulers.items()}
+    That is what a run sees (every sample of a run shares its seed's class), and it is the only
+    AUC that means the same for a ruler pooled over classes and for one conditioned on the class,
+    whose classes' scores come from different rulers.
+    """
+    from scarce.rulers.conditioned import stratified_auc
+
+    out = {}
+    for name, ruler in rulers.items():
+        scores = ruler.score_samples(Z, groups=groups) if hasattr(ruler, "for_group") else ruler.score_samples(Z)
+        out[name] = float(stratified_auc(scores, y.astype(bool), groups)[1])
+    return out
 
 
 def _pooled(rulers: dict[str, Any]) -> dict[str, Any]:
