@@ -247,3 +247,10 @@ def test_group_labels_as_zero_d_arrays_and_a_missing_by_are_handled():
         ruler.for_group(np.array([1, 0]))
     with pytest.raises(ScarceError, match="by must name what the groups are"):
         make_ruler("centroid", by=None).fit(Z, y, groups=g)
+
+
+def test_groups_of_mixed_types_are_refused_by_name():
+    Z, y, g = _grouped()
+    mixed = np.array([1 if i % 2 else "a" for i in range(g.size)], dtype=object)
+    with pytest.raises(ScarceError, match="groups must hold labels of one type"):
+        make_ruler("centroid", by="class").fit(Z, y, mixed)

@@ -216,8 +216,8 @@ class SentenceEncoder:
                            "windows": {"length": self.window_length, "overlap": self.window_overlap,
                                        "pooling": "mean of evenly spread windows"}}, sort_keys=True)
 
-    def windows(self, text: str) -> list[tuple[str, int]]:
-        """The windows ``(text, word pieces)`` a text is embedded over: itself when it fits."""
+    def windows(self, text: str) -> list[str]:
+        """The windows a text is embedded over: the text itself when it fits in one."""
         tokenizer = getattr(self.model, "tokenizer", None)
         if tokenizer is None:
             raise ScarceError("the sentence model has no tokenizer, so long texts cannot be cut into "
@@ -225,36 +225,33 @@ class SentenceEncoder:
         ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         length = self.window_length
         if len(ids) <= length:
-            return [(text, len(ids))]
+            return [text]
         # as few windows as the overlap allows, spread evenly from the start to the end, so no
         # part of the text (the response at its end least of all) is read much more than another
         count = math.ceil((len(ids) - self.window_overlap) / (length - self.window_overlap))
         starts = np.round(np.linspace(0, len(ids) - length, count)).astype(int)
-        return [(tokenizer.decode(ids[s:s + length]), length) for s in starts]
+        return [tokenizer.decode(ids[s:s + length]) for s in starts]
 
     def embed_texts(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
         """Embed texts with no cache: (n, dimension) float32 (long texts over windows)."""
         return self.embed_windowed(texts, batch_size)["embedding"]
 
     def embed_windowed(self, texts: Sequence[str], batch_size: int = 32) -> dict[str, np.ndarray]:
-        """``{"embedding": (n, dimension) float32, "windows": (n,) int}`` for texts, with no cache."""
-        pieces: list[str] = []
-        owner: list[int] = []
-        weight: list[int] = []
-        for i, text in enumerate(texts):
-            for window, n_pieces in self.windows(text):
-                pieces.append(window)
-                owner.append(i)
-                weight.append(max(n_pieces, 1))
-        out = np.asarray(self.model.encode(pieces, batch_size=batch_size, convert_to_numpy=True,
-                                           normalize_embeddings=self.normalize, show_progress_bar=False),
-                         dtype=np.float64)
+        """``{"embedding": (n, dimension) float32, "windows": (n,) int}`` for texts, with no cache.
+
+        All windows of all texts go to the model in one call; a text's embedding is the mean of
+        its windows' embeddings (every window of a long text holds the same number of pieces).
+        """
+        pieces = [self.windows(text) for text in texts]
+        owner = np.repeat(np.arange(len(texts)), [len(p) for p in pieces])
+        out = np.asarray(self.model.encode([w for p in pieces for w in p], batch_size=batch_size,
+                                           convert_to_numpy=True, normalize_embeddings=self.normalize,
+                                           show_progress_bar=False), dtype=np.float64)
         counts = np.bincount(owner, minlength=len(texts))
-        if len(pieces) > len(texts):
-            w = np.asarray(weight, dtype=np.float64)
+        if owner.size > len(texts):
             pooled = np.zeros((len(texts), out.shape[1]))
-            np.add.at(pooled, np.asarray(owner), out * w[:, None])
-            out = pooled / np.bincount(owner, weights=w, minlength=len(texts))[:, None]
+            np.add.at(pooled, owner, out)
+            out = pooled / counts[:, None]
             if self.normalize:  # only pooled rows: a one-window text keeps the model's own vector
                 several = counts > 1
                 out[several] /= np.linalg.norm(out[several], axis=1, keepdims=True)
@@ -309,12 +306,11 @@ class SentenceEncoder:
             self.last_windows = arrays["windows"]
             return arrays["embedding"]
         asked = embed([render_conversation(p) for p in prompts])
-        answered = [bool(r and str(r).strip()) for r in responses]
-        replies = embed([f"Agent: {str(r).strip()}" for r, a in zip(responses, answered) if a]) if any(answered) \
-            else {"embedding": np.zeros((0, asked["embedding"].shape[1]), np.float32), "windows": np.zeros(0, np.int64)}
-        reply = np.zeros_like(asked["embedding"])
-        reply[np.flatnonzero(answered)] = replies["embedding"]
-        windows = asked["windows"].copy()
-        windows[np.flatnonzero(answered)] = np.maximum(windows[np.flatnonzero(answered)], replies["windows"])
+        reply, windows = np.zeros_like(asked["embedding"]), asked["windows"].copy()
+        rows = [i for i, r in enumerate(responses) if r and str(r).strip()]  # no response: zeros
+        if rows:
+            replies = embed([f"Agent: {str(responses[i]).strip()}" for i in rows])
+            reply[rows] = replies["embedding"]
+            windows[rows] = np.maximum(windows[rows], replies["windows"])
         self.last_windows = windows
         return np.hstack([asked["embedding"], reply])

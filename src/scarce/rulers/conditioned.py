@@ -58,8 +58,13 @@ def check_groups(groups: object, n_samples: int, name: str = "groups") -> NDArra
     if arr.dtype.kind == "f" and np.isnan(arr).any():
         raise ScarceError(f"{name} holds NaN at row {int(np.flatnonzero(np.isnan(arr))[0])}; every "
                           "embedding needs a group label")
-    if arr.dtype.kind not in "biuUSO" and arr.dtype.kind != "f":
+    if arr.dtype.kind not in "biufUSO":
         raise ScarceError(f"{name} must hold integers or strings; got dtype {arr.dtype}")
+    try:
+        np.unique(arr)
+    except TypeError:
+        raise ScarceError(f"{name} must hold labels of one type (integers or strings) that can be "
+                          f"sorted; got a mix such as {show(arr[:5].tolist())}") from None
     return arr
 
 
