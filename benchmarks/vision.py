@@ -123,7 +123,9 @@ class _Honesty:
                           result.thin_evidence))
         self.records.append({"method": self.name, "seed": seed, "truth": truth, "estimate": result.probability,
                              "cov": result.cov, "lo": lo, "hi": hi, "flags": list(result.flags),
-                             "lineages": result.info.get("failure_lineages"), "n_queries": result.n_queries})
+                             "lineages": result.info.get("failure_lineages"),
+                             "origin_chains": result.info.get("failure_origin_chains"),
+                             "origin_level": result.info.get("failure_origin_level"), "n_queries": result.n_queries})
 
     def row(self) -> str:
         seed, est, cov, covered, flagged, thin = (np.array(c) for c in zip(*self.runs))
@@ -157,6 +159,9 @@ def main() -> None:
     parser.add_argument("--smc-samples", type=int, default=100_000)
     parser.add_argument("--min-failures", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=6, help="seeds with enough Monte Carlo failures")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="consider only seed indices from this one on (an independent set: seeds another "
+                             "run did not choose from)")
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--n-samples", type=int, default=2000, help="Subset Simulation N per level")
@@ -206,7 +211,8 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     settings = MethodSettings(ss_samples=args.n_samples, max_levels=12)
 
     # seeds: moderately rare in the run's Monte Carlo, then dense Monte Carlo for ground truth
-    candidates = truth[(truth.p_hat > 0) & (truth.p_hat <= preset.max_probability)].index.tolist()
+    candidates = truth[(truth.p_hat > 0) & (truth.p_hat <= preset.max_probability)
+                       & (truth.index >= args.first_seed)].index.tolist()
     chosen, dense = [], {}
     for i in candidates:
         if len(chosen) >= args.seeds:

@@ -43,8 +43,8 @@ class LowAcceptanceWarning(ScarceWarning):
 
 
 class ThinEvidenceWarning(ScarceWarning):
-    """A run's failures descend from one or two chains (counted at the first level that held a
-    failure): its error cannot be measured from the run."""
+    """A run's failures descend from too few chains of the first level that held a failure
+    (:attr:`scarce.results.EstimateResult.thin_evidence`): its error cannot be measured from the run."""
 
 
 def show(value: object, limit: int = 80) -> str:

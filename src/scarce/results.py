@@ -13,6 +13,9 @@ from scarce.envelope import Envelope, clopper_pearson, lognormal_interval
 STATUSES = ("converged", "stalled", "max_levels", "budget")
 #: Chains the first level with a failure must have before a lineage count can flag thin evidence.
 THIN_EVIDENCE_MIN_CHAINS = 20
+#: When failures first appear in Markov chains rather than among independent draws, the least
+#: fraction of that level's chains they must descend from (below it: thin evidence).
+THIN_EVIDENCE_CHAIN_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -130,23 +133,36 @@ class EstimateResult:
 
     @property
     def thin_evidence(self) -> bool:
-        """True when a Markov-chain run's failures descend from at most two chains.
+        """True when a Markov-chain run's failures descend from too few chains to measure its error.
 
-        The chains are counted at the first level whose population held a failure, and only
-        when that level had at least :data:`THIN_EVIDENCE_MIN_CHAINS` of them (with fewer, a
-        good score's failures also sit in one or two chains, so the count tells nothing).
+        The chains are counted at the first level whose population held a failure (the origin
+        level), and only when that level had at least :data:`THIN_EVIDENCE_MIN_CHAINS` of them
+        (with fewer, a good score's failures also sit in one or two chains, so the count tells
+        nothing).  The run is flagged when its failures descend from
 
-        A score that does not lead to the failure (misleading, or weak away from the training
-        data) still reaches it now and then: one chain stumbles into the failure set by chance
-        and its copies fill the last levels.  The estimate then rests on one lineage and its
-        error cannot be measured from the run; :meth:`ci` falls back on what the independent
-        first-level draws support.
+        * one or two chains, whatever the origin level: one draw stumbled into the failure set
+          (by chance, under a misleading score) and its copies fill the last levels; or
+        * fewer than :data:`THIN_EVIDENCE_CHAIN_FRACTION` of the origin level's chains, when
+          that level is a Markov-chain level (``failure_origin_level >= 1``).  A score that
+          leads to the failure brings a level's chains to the failure boundary together, and
+          the failures then appear in many of them.  A weak score reaches the failure through
+          a few chains that wandered into a pocket of it; how many do so from one run to the
+          next is heavy-tailed (most runs find too few, a rare run many), and that spread
+          lives in the levels before the failures appeared, out of reach of the run's own
+          genealogy: its CoV falls short of the spread across runs by a factor of 2-3.
+          Failures first seen among level 0's independent draws carry no such selection:
+          their count is binomial, and the ``t`` interval of :meth:`ci` covers it.
+
+        :meth:`ci` of a flagged run falls back on what the independent first-level draws support.
         """
         lineages = self.info.get("failure_lineages")
         chains = self.info.get("failure_origin_chains", 0)
-        # with fewer than 20 chains a level's failures cluster in one or two of them anyway
-        return bool(self.reached_failure and lineages is not None and len(self.levels) > 2
-                    and 0 < lineages <= 2 and chains >= THIN_EVIDENCE_MIN_CHAINS)
+        if not (self.reached_failure and lineages is not None and len(self.levels) > 2
+                and lineages > 0 and chains >= THIN_EVIDENCE_MIN_CHAINS):
+            return False
+        if lineages <= 2:
+            return True
+        return self.info.get("failure_origin_level", 0) >= 1 and lineages < THIN_EVIDENCE_CHAIN_FRACTION * chains
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -161,7 +177,8 @@ class EstimateResult:
         if self.status == "max_levels":
             out.append("max_levels reached")
         if self.thin_evidence:
-            out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} chain(s)")
+            out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} of "
+                       f"{self.info['failure_origin_chains']} chains")
         return tuple(out)
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
@@ -178,9 +195,14 @@ class EstimateResult:
         * A run with :attr:`thin_evidence`: ``[0, u]`` with ``u`` the larger of the log-normal
           upper bound and the first level's Clopper-Pearson upper bound.
         * Otherwise: log-normal with the estimated CoV, its upper end capped at 1.  When the
-          run records how many chains its failures descend from (``G``, counted at the first
-          level that held a failure), the quantile is Student's ``t`` with ``G - 1`` degrees
-          of freedom: the CoV is estimated from about ``G`` independent lineages.
+          run records how many chains its failures descend from (counted at the first level
+          that held a failure), the quantile is Student's ``t`` with ``G_eff - 1`` degrees of
+          freedom, ``G_eff = (sum w)^2 / sum w^2`` the effective number of lineages (Kish) with
+          ``w`` the failures in each (``G``, their plain count, in results that lack it).  The
+          CoV is a cluster-robust variance over the lineages; when a few of them hold most
+          failures it rests on those few, and its degrees of freedom follow the effective
+          number of clusters, not their count (the small-sample correction of Bell and
+          McCaffrey 2002; Imbens and Kolesar 2016).
         """
         from scarce.errors import check_in_interval
 
@@ -198,13 +220,20 @@ class EstimateResult:
             return (0.0, clopper_pearson(first.n_failed, self.n_samples, level)[1])
         if self.cov == 0.0:  # every counted sample failed: the fraction 1 has no spread to measure
             return clopper_pearson(self.n_failed, self.n_samples, level)
-        lineages = self.info.get("failure_lineages")
-        df = max(lineages - 1, 1) if isinstance(lineages, int) and lineages > 0 else None
-        lo, hi = lognormal_interval(self.probability, self.cov, level, df=df)
+        lo, hi = lognormal_interval(self.probability, self.cov, level, df=self._degrees_of_freedom())
         if self.thin_evidence:
             upper = clopper_pearson(first.n_failed, self.n_samples, level)[1]
             return (0.0, min(1.0, max(hi, upper) if math.isfinite(hi) else upper))
         return (lo, min(hi, 1.0))
+
+    def _degrees_of_freedom(self) -> float | None:
+        """``G_eff - 1`` (at least 1) for the interval's ``t`` quantile; None without a lineage count."""
+        lineages = self.info.get("failure_lineages")
+        if not isinstance(lineages, int) or lineages <= 0:
+            return None
+        effective = self.info.get("failure_lineages_effective")
+        count = float(effective) if isinstance(effective, (int, float)) and effective > 0 else float(lineages)
+        return max(count - 1.0, 1.0)
 
     def envelope(self, delta: float = 0.05) -> Envelope:
         """Ville's anytime-valid envelope: with probability >= 1 - delta, ``P_hat_l <= P_l / delta`` at every level.

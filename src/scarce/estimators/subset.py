@@ -318,14 +318,16 @@ class SubsetSimulation:
                 "cov_au_beck": run.cov_au_beck,
                 "failure_lineages": run.failure_lineages,
                 "failure_origin_chains": run.origin_chains,
+                "failure_origin_level": run.origin_level,
+                "failure_lineages_effective": run.effective_lineages,
             },
         )
         if out.thin_evidence:
             warnings.warn(
-                f"the failures of the last level descend from {run.failure_lineages} chain(s) of the first level "
-                "that held one: the estimate rests on one or two lucky draws, not on a score that led the chains "
-                "to the failure, and its error cannot be measured from this run; its interval falls back on the "
-                "first level's independent draws",
+                f"the failures of the last level descend from {run.failure_lineages} of the {run.origin_chains} "
+                f"chain(s) of level {run.origin_level}, the first that held one: the estimate rests on a few lucky "
+                "chains, not on a score that led the chains to the failure, and its error cannot be measured from "
+                "this run; its interval falls back on the first level's independent draws",
                 ThinEvidenceWarning,
                 stacklevel=2,
             )
@@ -466,7 +468,7 @@ class _Run:
             # through the chain they appeared in: the genealogy reaches back to that level at least
             depth = max(cfg.cov_depth, len(self.lineage) - 1 - self.origin_level)
             cov = math.sqrt(max(lineage_variance(self.lineage, n, depth), 0.0))
-        self.failure_lineages = self._failure_lineages(last) if n_failed else 0
+        self.failure_lineages, self.effective_lineages = self._failure_lineages(last) if n_failed else (0, 0.0)
         return {
             "probability": probability,
             "cov": cov,
@@ -478,16 +480,25 @@ class _Run:
             "wall_time": time.perf_counter() - start,
         }
 
-    def _failure_lineages(self, population: Population) -> int:
-        """Distinct chains of the first level that held a failure that the last failures descend from.
+    def _failure_lineages(self, population: Population) -> tuple[int, float]:
+        """Chains of the first level that held a failure that the last failures descend from.
+
+        Returns ``(G, G_eff)``: the number of distinct such chains, and Kish's effective number
+        ``(sum w)^2 / sum w^2`` with ``w`` the last level's failures in each lineage.
 
         Where the score leads to the failure, failures appear in many chains near the failure
-        boundary.  Where it does not, one chain stumbles into the failure set and its copies fill
-        the last levels: one lineage.  Counting from the first level with a failure, not from
-        level 0, keeps the ordinary coalescence of a deep run's genealogy out of the count.
+        boundary, in similar numbers (``G_eff`` close to ``G``).  Where it does not, one chain
+        stumbles into the failure set and its copies fill the last levels: one lineage; a weak
+        score sits in between, a few lineages holding most failures (``G_eff`` well below
+        ``G``).  Counting from the first level with a failure, not from level 0, keeps the
+        ordinary coalescence of a deep run's genealogy out of the count.
         """
-        failed_chain = np.nonzero(np.isposinf(np.where(population.mask, population.score, 0.0)))[0]
-        return int(np.unique(self.origin[failed_chain]).size)
+        per_chain = np.isposinf(np.where(population.mask, population.score, 0.0)).sum(axis=1)
+        weights = np.bincount(self.origin, weights=per_chain)
+        weights = weights[weights > 0]
+        if weights.size == 0:
+            return 0, 0.0
+        return int(weights.size), float(np.sum(weights) ** 2 / np.sum(weights * weights))
 
     def _counts_seeds(self, population: Population) -> bool:
         """Whether seeds taken from ``population`` count among the next level's samples."""
