@@ -159,3 +159,56 @@ def test_run_directories_made_before_conditioning_existed_stay_resumable():
 
     assert "conditioning" not in get_preset("tiny").config()  # the behaviour those runs had
     assert get_preset("tiny", conditioning="class").config()["conditioning"] == "class"
+
+
+def test_run_directories_made_before_runs_and_dense_truth_existed_stay_resumable():
+    from scarce.applications.vision.protocol import get_preset, task_key, task_seed
+
+    config = get_preset("tiny").config()
+    assert not {"n_runs", "truth_samples", "min_truth_failures"} & config.keys()
+    assert get_preset("tiny", n_runs=3).config()["n_runs"] == 3
+    # run 0 keeps the key and the seed tasks had before runs existed
+    assert task_key("eval", 7, "scarce:centroid") == "eval-00007-scarce_centroid"
+    assert task_key("eval", 7, "scarce:centroid", 2) == "eval-00007-scarce_centroid-run2"
+    assert task_seed(0, "eval", 7, "ss_margin").entropy == task_seed(0, "eval", 7, "ss_margin", 0).entropy
+    assert task_seed(0, "eval", 7, "ss_margin", 1).generate_state(2).tolist() != \
+        task_seed(0, "eval", 7, "ss_margin").generate_state(2).tolist()
+
+
+def test_cli_held_out_seeds_get_dense_truth_and_several_runs(tmp_path):
+    """``n_runs``, ``truth_samples``, ``min_truth_failures``: the demo's evaluation, on the tiny preset."""
+    import pandas as pd
+
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir), "--set", "n_runs=2",
+                                      "--set", "truth_samples=8000", "--set", "min_truth_failures=20"])
+    assert result.exit_code == 0, result.output
+    rows = pd.read_parquet(run_dir / "report" / "rows.parquet")
+    truth = rows[rows.stage == "truth"]
+    evaluated = rows[rows.stage == "eval"]
+    assert len(truth) >= 1 and (truth.n_queries == 8000).all()
+    kept = set(truth[truth.n_failed >= 20].seed_index)
+    assert set(evaluated.seed_index) == kept
+    # every held-out seed's error is measured against its dense truth, two runs per method
+    assert (evaluated.smc_samples == 8000).all()
+    assert (evaluated.groupby(["seed_index", "method"]).run.nunique() == 2).all()
+    text = (run_dir / "report" / "report.md").read_text()
+    assert f"{len(kept)} seeds x 2 run(s) of every method; ground truth 8,000 Monte Carlo samples" in text
+    assert f"| {len(kept)} x 2 | 8,000," in text
+
+
+def test_no_held_out_seed_with_enough_truth_failures_is_a_clear_error(tmp_path):
+    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(tmp_path / "run"),
+                                      "--set", "max_probability=0.5", "--set", "truth_samples=1000",
+                                      "--set", "min_truth_failures=900"])
+    assert result.exit_code != 0
+    assert "min_truth_failures=900" in result.output and "raise truth_samples" in result.output
+
+
+def test_more_truth_failures_than_truth_samples_is_refused_before_any_work():
+    from scarce.applications.vision.protocol import get_preset
+
+    with pytest.raises(ScarceError, match=r"min_truth_failures=5000 exceeds the 1,000 Monte Carlo samples"):
+        get_preset("tiny", truth_samples=1000, min_truth_failures=5000)
+    with pytest.raises(ScarceError, match="n_runs"):
+        get_preset("tiny", n_runs=0)

@@ -195,6 +195,11 @@ def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore
         pooled = info["ruler_auc_heldout_pooled"]
         context["the same rulers pooled over all classes, held-out AUC within a class"] = ", ".join(
             f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]))
+    truth = chosen.truth_samples or chosen.methods.smc_samples
+    context["held-out evaluation"] = (
+        f"{len(outcome['eval_seeds'])} seeds x {chosen.n_runs} run(s) of every method; ground truth "
+        f"{truth:,} Monte Carlo samples per seed"
+        + (f", seeds with at least {chosen.min_truth_failures} failures in it" if chosen.min_truth_failures else ""))
     context.update({"screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
                     "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"])})
     report = write_report(frame, run_dir / "report", context=context)

@@ -89,7 +89,9 @@ def print_vision_tables(ranking, head_to_head) -> None:  # type: ignore[no-untyp
         ]))
     if len(head_to_head):
         console.print(_frame_table(head_to_head, "Step 2: held-out seeds (runtime calibrated at T_ref = 6.473e-4 s/query)", [
-            ("name", "method", ""), ("mean_p", "mean p_hat", ".3e"), ("smc_mean_p", "SMC mean p", ".3e"),
+            ("name", "method", ""), ("seeds", "seeds", ""), ("runs", "runs/seed", ".3g"),
+            ("mc_samples", "MC samples", ",.0f"), ("mc_min_failures", "MC fewest failures", ",.0f"),
+            ("mean_p", "mean p_hat", ".3e"), ("smc_mean_p", "SMC mean p", ".3e"),
             ("mae", "MAE", ".2e"), ("log10_mae", "log10 MAE", ".2f"), ("median_rel_err", "median rel err", ".3f"),
             ("fp", "FP", ""), ("fn", "FN", ""), ("queries", "queries", ",.0f"),
             ("runtime_calibrated", "runtime cal. (s)", ".1f"), ("wall", "wall (s)", ".2f"),

@@ -72,8 +72,9 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
         "smc (n_candidates x methods.smc_samples)": candidates * int(m.smc_samples),
         "harvest (n_train_seeds x harvest_max_queries)": harvest_seeds * int(preset.harvest_max_queries),
         "screen (n_screen x rulers x Subset Simulation)": int(preset.n_screen) * len(preset.rulers) * ss,
-        "eval (n_eval x (top_k + 1) x Subset Simulation + AMLS)":
-            int(preset.n_eval) * ((int(preset.top_k) + 1) * ss + amls),
+        "eval (n_eval x n_runs x ((top_k + 1) x Subset Simulation + AMLS))":
+            int(preset.n_eval) * int(preset.n_runs) * ((int(preset.top_k) + 1) * ss + amls),
+        "held-out truth (n_eval x truth_samples)": int(preset.n_eval) * int(preset.truth_samples),
     }
     feature_width = int(classifier["hidden"]) + 10
     latent = 8 * _PIXELS * _ARRAYS_PER_LEVEL

@@ -34,7 +34,7 @@ CONDITIONINGS = ("none", "class")
 
 __all__ = ["PRESETS", "VisionPreset", "VisionRun", "get_preset", "parse_overrides", "task_seed"]
 
-STAGES = {"smc": 0, "screen": 1, "eval": 2}
+STAGES = {"smc": 0, "screen": 1, "eval": 2, "truth": 3}
 QUICK_CLASSIFIER = {"conv1_channels": 16, "conv2_channels": 32, "hidden": 64}
 
 
@@ -49,6 +49,14 @@ class VisionPreset:
     n_candidates: int = 40
     n_screen: int = 8
     n_eval: int = 12
+    # Runs of every method on every held-out seed (each with its own seed): the spread of a
+    # method on one seed is part of what the head-to-head reports.
+    n_runs: int = 1
+    # Monte Carlo samples of the held-out seeds' ground truth (0: the candidates' smc_samples).
+    # Held-out seeds whose truth saw fewer than min_truth_failures failures are not evaluated:
+    # a relative error against a truth of a few failures measures the truth's noise.
+    truth_samples: int = 0
+    min_truth_failures: int = 0
     top_k: int = 5
     max_probability: float = 0.1  # seeds failing more often than this are not rare events
     n_train_seeds: int = 30
@@ -107,19 +115,26 @@ class VisionPreset:
         """The run's configuration as stored with its results (and fingerprinted).
 
         A field added after run directories existed is stored only when it differs from the
-        behaviour those runs had, so they stay resumable: ``conditioning`` when not ``"none"``.
+        behaviour those runs had, so they stay resumable: ``conditioning`` when not ``"none"``,
+        ``n_runs``, ``truth_samples`` and ``min_truth_failures`` when not at their defaults.
         """
         data = asdict(self)
         data.pop("allow_large")
         data["rulers"] = list(self.rulers)
-        if data["conditioning"] == "none":
-            data.pop("conditioning")
+        for name, default in _LATER_FIELDS.items():
+            if data[name] == default:
+                data.pop(name)
         return data
 
 
+#: Fields added after run directories existed, with the value those runs behaved as.
+_LATER_FIELDS = {"conditioning": "none", "n_runs": 1, "truth_samples": 0, "min_truth_failures": 0}
+
+
 #: Integer fields of a preset and their smallest allowed value.
-_PRESET_INTS = {"n_candidates": 1, "n_screen": 1, "n_eval": 1, "top_k": 1, "n_train_seeds": 1,
-                "harvest_samples": 10, "harvest_max_queries": 1, "seed": 0}
+_PRESET_INTS = {"n_candidates": 1, "n_screen": 1, "n_eval": 1, "n_runs": 1, "top_k": 1, "n_train_seeds": 1,
+                "harvest_samples": 10, "harvest_max_queries": 1, "seed": 0, "truth_samples": 0,
+                "min_truth_failures": 0}
 
 
 def _check_sizes(preset: VisionPreset) -> None:
@@ -129,6 +144,11 @@ def _check_sizes(preset: VisionPreset) -> None:
 
     for name, minimum in _PRESET_INTS.items():
         object.__setattr__(preset, name, check_positive_int(name, getattr(preset, name), minimum=minimum))
+    truth = preset.truth_samples or preset.methods.smc_samples
+    if preset.min_truth_failures > truth:
+        raise ScarceError(f"min_truth_failures={preset.min_truth_failures} exceeds the {truth:,} Monte Carlo samples of "
+                          "the held-out ground truth (truth_samples, or methods.smc_samples when it is 0); allowed: "
+                          f"0..{truth}")
     pool = SEED_POOL[preset.data]
     if preset.n_candidates > pool:
         raise ScarceError(f"n_candidates must be at most the {pool} images of the {preset.data} seed pool, "
@@ -163,8 +183,11 @@ PRESETS: dict[str, VisionPreset] = {
     # The embedded default: the `make demo` job (1 min 21 s to 1 min 38 s on 2 cores with
     # training, process pool).
     "quick": VisionPreset(
-        name="quick", scale=0.2, n_candidates=50, n_screen=4, n_eval=10, n_train_seeds=16,
+        name="quick", scale=0.2, n_candidates=150, n_screen=4, n_eval=10, n_train_seeds=16,
         harvest_samples=1000, harvest_max_queries=6000,
+        # held-out seeds: 3 runs of each method, against 4e5-sample Monte Carlo with >= 100
+        # failures (probabilities from about 2.5e-4 to max_probability)
+        n_runs=3, truth_samples=400_000, min_truth_failures=100,
         methods=MethodSettings(smc_samples=10_000, ss_samples=1000, max_levels=8, amls_samples=500,
                                amls_steps=10),
     ),
@@ -267,27 +290,37 @@ def parse_overrides(items: Iterable[str], preset: str = "quick") -> dict[str, An
     return out
 
 
-def task_seed(base: int, stage: str, seed_index: int, method: str) -> np.random.SeedSequence:
-    """The seed of one task: a function of what the task is, never of when it runs."""
-    return np.random.SeedSequence([base, STAGES[stage], seed_index, zlib.crc32(method.encode())])
+def task_seed(base: int, stage: str, seed_index: int, method: str, run: int = 0) -> np.random.SeedSequence:
+    """The seed of one task: a function of what the task is, never of when it runs.
+
+    Run 0 keeps the seed it had before tasks had runs, so older run directories resume.
+    """
+    label = method if run == 0 else f"{method}#run{run}"
+    return np.random.SeedSequence([base, STAGES[stage], seed_index, zlib.crc32(label.encode())])
 
 
-def task_key(stage: str, seed_index: int, method: str) -> str:
-    return f"{stage}-{seed_index:05d}-{method.replace(':', '_')}"
+def task_key(stage: str, seed_index: int, method: str, run: int = 0) -> str:
+    return f"{stage}-{seed_index:05d}-{method.replace(':', '_')}" + (f"-run{run}" if run else "")
 
 
 def _seed_record(seq: np.random.SeedSequence) -> Any:
     return [int(x) for x in seq.entropy] if isinstance(seq.entropy, list) else str(seq.entropy)
 
 
-def _vision_task(task: tuple[str, int, str, int], shared: tuple[Any, MethodSettings]) -> dict[str, Any]:
-    """One (stage, seed index, method) task; runs in a worker with the shared context."""
-    stage, seed_index, method, base = task
-    ctx, methods = shared
+def _vision_task(task: tuple[str, int, str, int, int],
+                 shared: tuple[Any, MethodSettings, MethodSettings]) -> dict[str, Any]:
+    """One (stage, seed index, method, base seed, run) task; runs in a worker with the shared context.
+
+    The ``truth`` stage is Monte Carlo with the held-out ground truth's budget (the third item
+    of ``shared``).
+    """
+    stage, seed_index, method, base, run = task
+    ctx, methods, truth_methods = shared
     image, label = ctx.seed(seed_index)
-    result, timing = run_method(method, ctx.model, image, label, ctx.noise, methods, rulers=ctx.rulers,
-                                seed=task_seed(base, stage, seed_index, method))
-    return {"stage": stage, "seed_index": seed_index, "label": label, "method": method,
+    settings = truth_methods if stage == "truth" else methods
+    result, timing = run_method(method, ctx.model, image, label, ctx.noise, settings, rulers=ctx.rulers,
+                                seed=task_seed(base, stage, seed_index, method, run))
+    return {"stage": stage, "seed_index": seed_index, "label": label, "method": method, "run": run,
             "result": result.to_dict(), "timing": timing}
 
 
@@ -314,13 +347,15 @@ class VisionRun:
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir)
         self.store = ResultStore(self.run_dir, self.preset.config())
-        self._shared_objects: tuple[Any, MethodSettings] | None = None
+        self._shared_objects: tuple[Any, MethodSettings, MethodSettings] | None = None
 
     # -- tasks -----------------------------------------------------------------------------
-    def _shared(self) -> tuple[Any, MethodSettings]:
+    def _shared(self) -> tuple[Any, MethodSettings, MethodSettings]:
         """What every task needs, built once so executors ship it to each worker once."""
         if self._shared_objects is None or self._shared_objects[0] is not self.context:
-            self._shared_objects = (self.context, self.preset.methods)
+            methods = self.preset.methods
+            truth = replace(methods, smc_samples=self.preset.truth_samples) if self.preset.truth_samples else methods
+            self._shared_objects = (self.context, methods, truth)
         return self._shared_objects
 
     def _run_task(self, stage: str, seed_index: int, method: str) -> dict[str, Any] | None:
@@ -328,15 +363,19 @@ class VisionRun:
         rows = self._run_stage(stage, [(seed_index, method)])
         return rows[0] if rows else None
 
-    def _run_stage(self, stage: str, jobs: list[tuple[int, str]]) -> list[dict[str, Any]]:
-        """Every (seed index, method) of a stage through the executor; finished tasks are skipped.
+    def _run_stage(self, stage: str, jobs: list[tuple[int, str]], runs: int = 1) -> list[dict[str, Any]]:
+        """Every (seed index, method) of a stage, ``runs`` times, through the executor.
+
+        Finished tasks are skipped.
 
         Each result is stored as it arrives; a task that raises is recorded and the others go
         on, except a :class:`ScarceError` (bad settings), which is recorded and stops the run.
         """
-        tasks = {task_key(stage, i, m): (stage, i, m, self.preset.seed) for i, m in jobs}
-        labels = {task_key(stage, i, m): f"seed {i} {display_name(m)}" for i, m in jobs}
-        seeds = {key: _seed_record(task_seed(self.preset.seed, stage, i, m)) for key, (_, i, m, _) in tasks.items()}
+        tasks = {task_key(stage, i, m, r): (stage, i, m, self.preset.seed, r) for i, m in jobs for r in range(runs)}
+        labels = {key: f"seed {i} {display_name(m)}" + (f" run {r + 1}" if runs > 1 else "")
+                  for key, (_, i, m, _, r) in tasks.items()}
+        seeds = {key: _seed_record(task_seed(self.preset.seed, stage, i, m, r))
+                 for key, (_, i, m, _, r) in tasks.items()}
 
         def progress(done: int, total: int, key: str) -> None:
             if self.progress is not None:
@@ -371,22 +410,45 @@ class VisionRun:
         The held-out seeds are every flipped seed not screened, filled up to ``n_eval`` with
         non-flipped ones (in index order), so both kinds are represented as in the paper. Seeds
         whose Monte Carlo failure rate exceeds ``max_probability`` are not rare events and are
-        left out of both steps.
+        left out of both steps.  With ``min_truth_failures`` set, only flipped seeds are held
+        out (a seed the candidates' Monte Carlo never saw fail has no truth to measure an error
+        against); :meth:`held_out` then keeps those whose ground truth is dense enough.
         """
         rare = [i for i, row in sorted(truth.items()) if row["result"]["probability"] <= self.preset.max_probability]
         flipped = [i for i in rare if truth[i]["result"]["n_failed"] > 0]
         screen = flipped[: self.preset.n_screen]
         held_flipped = flipped[self.preset.n_screen:][: self.preset.n_eval]
+        if self.preset.min_truth_failures:
+            return screen, held_flipped
         not_flipped = [i for i in rare if i not in flipped][: self.preset.n_eval - len(held_flipped)]
         return screen, sorted(held_flipped + not_flipped)
+
+    def held_out(self, seeds: list[int], truth: dict[int, dict[str, Any]]) -> list[int]:
+        """The held-out seeds whose ground truth saw at least ``min_truth_failures`` failures.
+
+        The truth is the candidates' Monte Carlo, or, with ``truth_samples``, a denser Monte
+        Carlo run on these seeds alone (the ``truth`` stage; its rows replace the candidates'
+        in :func:`scarce.reporting.vision.result_rows`).
+        """
+        if self.preset.truth_samples:
+            truth = {row["seed_index"]: row for row in self._run_stage("truth", [(i, "smc") for i in seeds])}
+        need = self.preset.min_truth_failures
+        kept = [i for i in seeds if i in truth and truth[i]["result"]["n_failed"] >= need]
+        if seeds and not kept:
+            samples = self.preset.truth_samples or self.preset.methods.smc_samples
+            raise ScarceError(f"none of the {len(seeds)} held-out seeds saw min_truth_failures={need} failures in "
+                              f"{samples:,} Monte Carlo samples; raise truth_samples or n_candidates, or lower "
+                              "min_truth_failures")
+        return kept
 
     def screen(self, seeds: Iterable[int]) -> list[dict[str, Any]]:
         jobs = [(i, f"scarce:{r}") for i in seeds for r in self.preset.rulers]
         return self._run_stage("screen", jobs)
 
     def evaluate(self, seeds: Iterable[int], rulers: Iterable[str]) -> list[dict[str, Any]]:
+        """Every selected ruler, margin Subset Simulation and AMLS, ``n_runs`` times on each seed."""
         methods = [f"scarce:{r}" for r in rulers] + ["ss_margin", "amls"]
-        return self._run_stage("eval", [(i, m) for i in seeds for m in methods])
+        return self._run_stage("eval", [(i, m) for i in seeds for m in methods], runs=self.preset.n_runs)
 
     def run(self) -> dict[str, Any]:
         """All stages; returns the seeds used and the selected rulers (rows are in the store)."""
@@ -402,6 +464,7 @@ class VisionRun:
         self.screen(screen_seeds)
         ranking = rank_rulers(result_rows(self.store), stage="screen")
         top = [r for r in ranking["ruler"] if r in self.preset.rulers][: self.preset.top_k]
+        eval_seeds = self.held_out(eval_seeds, truth)
         self.evaluate(eval_seeds, top)
         return {"screen_seeds": screen_seeds, "eval_seeds": eval_seeds, "top_rulers": top,
                 "errors": self.store.errors()}
