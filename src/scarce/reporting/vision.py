@@ -141,10 +141,14 @@ def write_figures(frame: Any, out_dir: str | Path) -> dict[str, Path]:
     part = frame[frame.stage == "eval"]
     if not part.empty:
         table = head_to_head(frame)
+        # what every Step-2 figure rests on: seeds, runs per seed, the ground truth's budget
+        basis = (f"{part.seed_index.nunique()} seeds x {part.groupby(['seed_index', 'method']).size().max()} runs, "
+                 f"truth {int(part.smc_samples.min()):,} MC samples")
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        _bar(axes[0], list(table.name), [float(v) if v == v else 0 for v in table.mae], "Step 2: MAE", "MAE")
-        _bar(axes[1], list(table.name), list((table.fp + table.fn).astype(float)), "Step 2: mismatches (FP + FN)",
-             "seeds")
+        _bar(axes[0], list(table.name), [float(v) if v == v else 0 for v in table.mae], f"Step 2: MAE ({basis})",
+             "MAE")
+        _bar(axes[1], list(table.name), list((table.fp + table.fn).astype(float)),
+             "Step 2: mismatches (FP + FN)", "runs")
         save(fig, "step2_accuracy_mismatch")
         fig, ax = plt.subplots(figsize=(6.5, 3.8))
         x = np.arange(len(table))
@@ -152,7 +156,8 @@ def write_figures(frame: Any, out_dir: str | Path) -> dict[str, Path]:
         ax.bar(x + 0.2, table.fn, width=0.4, label="FN")
         ax.set_xticks(x, table.name, rotation=60, ha="right", fontsize=8)
         ax.legend()
-        ax.set_title("Step 2: false positives and false negatives", fontsize=10)
+        ax.set_ylabel("runs")
+        ax.set_title(f"Step 2: false positives and false negatives\n({basis})", fontsize=10)
         save(fig, "step2_fp_fn")
         fig, ax = plt.subplots(figsize=(7, 3.8))
         data = [np.maximum(part[part.method == m].abs_err.to_numpy(), 1e-12) for m in table.method]
@@ -160,7 +165,7 @@ def write_figures(frame: Any, out_dir: str | Path) -> dict[str, Path]:
         ax.set_xticks(range(1, len(table) + 1), table.name, rotation=60, ha="right", fontsize=8)
         ax.set_yscale("log")
         ax.set_ylabel("|p_hat - p_SMC| (floored at 1e-12)")
-        ax.set_title("Step 2: seed-wise absolute error", fontsize=10)
+        ax.set_title(f"Step 2: absolute error of each run ({basis})", fontsize=10)
         save(fig, "step2_seedwise_box")
     return paths
 
