@@ -132,6 +132,8 @@ def vision(
     scale: Optional[float] = typer.Option(None, help="Override the noise scale (sigma or eps) of the preset."),
     noise: Optional[str] = typer.Option(None, help="Override the noise: gaussian or uniform."),
     seed: Optional[int] = typer.Option(None, help="Override the preset's seed."),
+    access: Optional[str] = typer.Option(None, help="How the classifier is queried: logits (default), or labels "
+                                         "only (a black box: rulers on a surrogate network set the levels)."),
     settings: Optional[list[str]] = typer.Option(None, "--set", help="Override any preset setting, repeatable: "
                                                  "n_eval=20, methods.smc_samples=1e5, classifier.epochs=2, rulers=centroid,mah_bad."),
     device: str = typer.Option("cpu", help="Where forward passes run: cpu (bit-reproducible), cuda, cuda:<i> or auto."),
@@ -151,7 +153,8 @@ def vision(
     from scarce.experiments.executors import executor_from_options
     from scarce.experiments.store import ResultStore, check_run_dir
 
-    overrides = {k: v for k, v in {"scale": scale, "noise": noise, "seed": seed}.items() if v is not None}
+    overrides = {k: v for k, v in {"scale": scale, "noise": noise, "seed": seed, "access": access}.items()
+                 if v is not None}
     try:
         check_run_dir(run_dir)
         overrides = {**parse_overrides(settings or [], preset), **overrides}
@@ -187,6 +190,9 @@ def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore
     context = {
         "preset": chosen.name, "noise": f"{chosen.noise} {chosen.scale}", "data": info["data"],
         "classifier test accuracy": f"{info['test_accuracy']:.4f}",
+        "classifier access": ("labels only: rulers read a surrogate network's embedding (test accuracy "
+                              f"{info['surrogate_test_accuracy']:.4f}); no margin, so no margin Subset Simulation "
+                              "or AMLS" if chosen.access == "labels" else "logits"),
         "rulers": "one per class of the seed" if chosen.conditioning == "class" else "pooled over all classes",
         "ruler separation on held-out seeds (AUC within a class)": ", ".join(
             f"{k} {v:.3f}" for k, v in sorted(held.items(), key=lambda kv: -kv[1])),

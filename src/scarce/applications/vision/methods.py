@@ -28,7 +28,9 @@ from scarce.seeding import SeedLike
 
 __all__ = ["MethodSettings", "display_name", "run_method"]
 
-_FIXED = {"smc": "SMC", "ss_margin": "Margin SS", "amls": "AMLS (Webb 2019)"}
+_FIXED = {"smc": "SMC", "ss_margin": "Margin SS", "amls": "AMLS (Webb 2019)", "ss_surrogate": "Surrogate-margin SS"}
+#: The score of each fixed method's levels (Monte Carlo reads only the failure flag).
+_SCORES = {"smc": "margin", "ss_margin": "margin", "amls": "margin", "ss_surrogate": "surrogate_margin"}
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,9 @@ def run_method(
             raise unknown_name_error("fitted ruler", name, rulers)
         score: Any = rulers[name]
     elif key in _FIXED:
-        score = "margin"
+        score = _SCORES[key]
+        if key == "smc" and getattr(model, "access", "logits") == "labels":
+            score = "surrogate_margin"  # unread: Monte Carlo needs only the target's labels
     else:
         raise unknown_name_error("method", key, [*_FIXED, *(f"scarce:{r}" for r in rulers)])
     problem = perturbation_problem(model, image, label, noise, score=score)

@@ -63,9 +63,10 @@ def vulnerable_seeds(model: VisionModel, images: np.ndarray, labels: np.ndarray,
     failures at a small cost; one per class first, then by gap, to keep every class represented.
     """
     flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
-    logits = np.concatenate([model.forward(flat[i:i + 4096], 0).logits for i in range(0, len(flat), 4096)])
+    outs = [model.forward(flat[i:i + 4096], 0) for i in range(0, len(flat), 4096)]
+    logits = np.concatenate([out.logits for out in outs])  # a label-only model's: its surrogate's
     gaps = np.array([margin(logits[i:i + 1], int(labels[i]))[0] for i in range(len(flat))])
-    correct = gaps < 0
+    correct = (np.concatenate([out.predicted() for out in outs]) == np.asarray(labels)) & (gaps < 0)
     order = [i for i in np.argsort(-gaps) if correct[i]]
     chosen: list[int] = []
     for cls in range(model.n_classes):
@@ -87,6 +88,7 @@ def harvest(
     max_queries: int = 20_000,
     max_normal_per_seed: int = 2000,
     seed: SeedLike = 0,
+    score: str = "margin",
 ) -> HarvestedData:
     """Record labelled head inputs from margin Subset Simulation runs on training seeds.
 
@@ -98,6 +100,8 @@ def harvest(
     n_samples, max_queries : Subset Simulation size and query budget per training seed
     max_normal_per_seed : cap on the normal rows kept per seed (failures are all kept)
     seed : randomness of the runs and of the subsampling
+    score : the levels' score, ``"margin"``; ``"surrogate_margin"`` for a label-only model,
+        whose failures are still the target's labels
     """
     rng = as_generator(seed)
     flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
@@ -105,7 +109,7 @@ def harvest(
     estimator = SubsetSimulation(n_samples=n_samples, max_queries=max_queries)
     for i, (image, label) in enumerate(zip(flat, labels)):
         recorder = _Recorder()
-        problem = perturbation_problem(model, image, int(label), noise, score="margin", record=recorder)
+        problem = perturbation_problem(model, image, int(label), noise, score=score, record=recorder)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ScarceWarning)
             result = estimator.estimate(problem, seed=rng)

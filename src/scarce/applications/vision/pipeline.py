@@ -124,7 +124,7 @@ def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any]
         chosen = vulnerable_seeds(model, splits.test_images, splits.test_labels, n)
         data = harvest(model, splits.test_images[chosen], splits.test_labels[chosen], noise,
                        n_samples=preset.harvest_samples, max_queries=preset.harvest_max_queries,
-                       seed=preset.seed + 1)
+                       seed=preset.seed + 1, score="surrogate_margin" if model.access == "labels" else "margin")
         _save_harvest(path, data)
     if data.failed.all() or not data.failed.any():
         return {}
@@ -138,6 +138,31 @@ def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any]
     if pooled:
         out["pooled"] = _separation(pooled, Z, data.failed, groups)
     return out
+
+
+def _surrogate(splits: Any, config: Any, cache: Path, log: Any) -> Any:
+    """The user's own network for label-only access: the target's architecture and data, another seed.
+
+    A user who can query a classifier only for labels still owns data of its task; a network of
+    the same family trained on it is the encoder the rulers read (its features, through the
+    contrastive head trained on the target's answers).
+    """
+    from scarce.applications.vision.classifier import accuracy, train_classifier
+
+    surrogate_config = replace(config, seed=config.seed + 1)
+    surrogate = train_classifier(splits.train_images, splits.train_labels, surrogate_config, cache_dir=cache)
+    log(f"surrogate (label-only access): test accuracy "
+        f"{accuracy(surrogate, splits.test_images, splits.test_labels):.4f}, seed {surrogate_config.seed}")
+    return surrogate
+
+
+def _model(classifier: Any, surrogate: Any, head: Any, device: str) -> Any:
+    """The model the methods query: the classifier itself, or its labels beside the surrogate encoder."""
+    if surrogate is None:
+        return VisionModel(classifier, head=head, device=device)
+    from scarce.applications.vision.access import LabelOnlyModel, LabelOracle
+
+    return LabelOnlyModel(LabelOracle(classifier), VisionModel(surrogate, head=head, device=device))
 
 
 def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = None,
@@ -166,24 +191,28 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
     classifier = train_classifier(splits.train_images, splits.train_labels, config, cache_dir=cache)
     test_accuracy = accuracy(classifier, splits.test_images, splits.test_labels)
     log(f"classifier: test accuracy {test_accuracy:.4f} on {len(splits.test_labels)} held-out digits")
-    model = VisionModel(classifier, device=device)
+    labels_only = getattr(preset, "access", "logits") == "labels"
+    surrogate = _surrogate(splits, config, cache, log) if labels_only else None
+    model = _model(classifier, surrogate, None, device)
     noise = make_noise(preset.noise, preset.scale)
 
     harvest_path = cache / "harvest.npz"
     data = _load_harvest(harvest_path)
     if data is None:
         chosen = vulnerable_seeds(model, splits.train_images, splits.train_labels, preset.n_train_seeds)
-        log(f"harvesting labelled features from {len(chosen)} training seeds (margin Subset Simulation)")
+        log(f"harvesting labelled features from {len(chosen)} training seeds "
+            + ("(Subset Simulation on the surrogate's margin, failures from the target's labels)" if labels_only
+               else "(margin Subset Simulation)"))
         data = harvest(model, splits.train_images[chosen], splits.train_labels[chosen], noise,
                        n_samples=preset.harvest_samples, max_queries=preset.harvest_max_queries,
-                       seed=preset.seed)
+                       seed=preset.seed, score="surrogate_margin" if labels_only else "margin")
         _save_harvest(harvest_path, data)
     log(f"harvest: {len(data.failed)} labelled points, {data.n_failures} failures, "
         f"{len(np.unique(data.seed_index[data.failed]))} training seeds with failures")
 
     if preset.embedding == "supcon":
         head = _head(preset, model, data, cache)
-        model = VisionModel(classifier, head=head, device=device)
+        model = _model(classifier, surrogate, head, device)
         Z = head.transform(data.features)
     else:
         Z = data.features[:, : -model.n_classes].astype(np.float64)
@@ -203,6 +232,9 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
     info = {"data": splits.source, "test_accuracy": test_accuracy, "harvest_points": int(len(data.failed)),
             "harvest_failures": data.n_failures, "embedding": preset.embedding, "conditioning": preset.conditioning,
             "ruler_auc_train": auc, "ruler_auc_heldout": held.get("rulers", {}),
-            "ruler_auc_heldout_pooled": held.get("pooled", {}), "device": model.device}
+            "ruler_auc_heldout_pooled": held.get("pooled", {}), "device": model.device,
+            "access": model.access}
+    if surrogate is not None:
+        info["surrogate_test_accuracy"] = accuracy(surrogate, splits.test_images, splits.test_labels)
     atomic_write_text(cache / "context.json", json.dumps(info, indent=1, default=float))
     return VisionContext(model, noise, rulers, splits.seed_images, splits.seed_labels, info)

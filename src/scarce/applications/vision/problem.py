@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,12 +34,14 @@ __all__ = ["ForwardOutputs", "VisionModel", "margin", "perturbation_problem"]
 class ForwardOutputs:
     """What one batched forward pass returns, as numpy arrays over the ``n`` inputs."""
 
-    logits: np.ndarray  # (n, n_classes) float64
+    logits: np.ndarray  # (n, n_classes) float64 (a label-only model's: its surrogate's)
     embedding: np.ndarray  # (n, k) float64
     features: np.ndarray  # (n, in_dim of the head) float32: head inputs, for training heads
+    labels: np.ndarray | None = None  # (n,) the labels of a label-only classifier under test
 
     def predicted(self) -> np.ndarray:
-        return self.logits.argmax(axis=1)
+        """The classifier's decisions: its labels when it gives only those, else the argmax of its logits."""
+        return self.labels if self.labels is not None else self.logits.argmax(axis=1)
 
 
 def margin(logits: np.ndarray, label: int) -> np.ndarray:
@@ -95,12 +97,17 @@ class VisionModel:
     image_shape: tuple[int, ...] = (1, 28, 28)
     timer: ForwardTimer = field(default_factory=ForwardTimer)
     device: str = "cpu"
+    #: how the classifier is queried (a LabelOnlyModel's is "labels")
+    access: ClassVar[str] = "logits"
 
     def __post_init__(self) -> None:
         if not hasattr(self.classifier, "logits_and_features"):
+            hint = ("; it answers with labels only: query it through "
+                    "scarce.applications.vision.access.LabelOnlyModel (access='labels')"
+                    if hasattr(self.classifier, "predict_labels") else "")
             raise ScarceError(
                 f"classifier must provide logits_and_features(x) -> (logits, features); "
-                f"{type(self.classifier).__name__} does not"
+                f"{type(self.classifier).__name__} does not{hint}"
             )
         import torch
 
@@ -191,11 +198,21 @@ def resolve_device(device: Any) -> str:
     raise ScarceError(f"device must be 'cpu', 'cuda', 'cuda:<index>' or 'auto', got {device!r}")
 
 
-def _score_function(score: Any) -> tuple[str, ScoreFn]:
+#: Scores named by a string: the classifier's logit margin, or a label-only model's surrogate's.
+SCORE_NAMES = ("margin", "surrogate_margin")
+
+
+def _score_function(score: Any, access: str = "logits") -> tuple[str, ScoreFn]:
     if isinstance(score, str):
-        if score != "margin":
-            raise ScarceError(f"score must be 'margin' or a fitted ruler, got {score!r}")
-        return "margin", lambda out, label: margin(out.logits, label)
+        if score not in SCORE_NAMES:
+            raise ScarceError(f"score must be one of {', '.join(SCORE_NAMES)} or a fitted ruler, got {score!r}")
+        if score == "margin" and access == "labels":
+            raise ScarceError("score='margin' needs the classifier's logits, and this one answers with labels only "
+                              "(access='labels'): use a ruler on the surrogate's embedding, or 'surrogate_margin'")
+        if score == "surrogate_margin" and access != "labels":
+            raise ScarceError("score='surrogate_margin' needs a label-only model with a surrogate "
+                              "(LabelOnlyModel); this classifier gives its logits: use 'margin'")
+        return score, lambda out, label: margin(out.logits, label)
     if not hasattr(score, "score_samples"):
         raise ScarceError(f"score must be 'margin' or a fitted ruler with score_samples, got "
                           f"{type(score).__name__}")
@@ -222,10 +239,10 @@ def perturbation_problem(
     label : int
         The seed's true label; failure is ``argmax(logits) != label``.
     noise : GaussianNoise or UniformNoise
-    score : "margin" or a fitted ruler
-        The performance function of the levels: the logit margin (classic Subset Simulation) or
-        ``ruler.score_samples(embedding)`` (SCARCE); a ruler conditioned on the class scores
-        with the ruler of ``label``.
+    score : "margin", "surrogate_margin" or a fitted ruler
+        The performance function of the levels: the logit margin (classic Subset Simulation), a
+        label-only model's surrogate's margin, or ``ruler.score_samples(embedding)`` (SCARCE); a
+        ruler conditioned on the class scores with the ruler of ``label``.
     record : callable, optional
         Called as ``record(outputs, failed)`` after every forward pass (to harvest labelled
         embeddings for training encoders and rulers).
@@ -241,7 +258,7 @@ def perturbation_problem(
     label = int(label)
     if hasattr(score, "for_group"):  # a ruler conditioned on the class: the seed's class's ruler
         score = score.for_group(label)
-    score_name, score_fn = _score_function(score)
+    score_name, score_fn = _score_function(score, getattr(model, "access", "logits"))
 
     def transform(u: np.ndarray) -> np.ndarray:
         return noise.apply(x0, u)

@@ -67,6 +67,10 @@ class VisionPreset:
     # "class": one ruler per true class of the training seeds, each applied to seeds of its class
     # (scarce.rulers.conditioned); "none": one ruler pooled over all classes
     conditioning: str = "none"
+    # How the classifier under test is queried: "logits", or "labels" only (a black box: no
+    # margin, so no margin Subset Simulation or AMLS; rulers on a surrogate network's embedding
+    # set the levels, scarce.applications.vision.access)
+    access: str = "logits"
     methods: MethodSettings = field(default_factory=MethodSettings)
     # Overrides of ClassifierConfig. The quick default (16/32 channels, 64 features) keeps the
     # embedded test accuracy above 95% (95.8% measured) with about 3x the forward-pass rate of
@@ -84,6 +88,10 @@ class VisionPreset:
             raise ScarceError(f"data must be 'embedded' or 'mnist', got {self.data!r}")
         if self.embedding not in ("supcon", "penultimate"):
             raise ScarceError(f"embedding must be 'supcon' or 'penultimate', got {self.embedding!r}")
+        from scarce.applications.vision.access import ACCESS_MODES
+
+        if self.access not in ACCESS_MODES:
+            raise ScarceError(f"access must be one of {', '.join(ACCESS_MODES)}, got {self.access!r}")
         if self.conditioning not in CONDITIONINGS:
             raise ScarceError(f"conditioning must be one of {', '.join(CONDITIONINGS)}, got {self.conditioning!r}")
         _check_sizes(self)
@@ -116,7 +124,8 @@ class VisionPreset:
 
         A field added after run directories existed is stored only when it differs from the
         behaviour those runs had, so they stay resumable: ``conditioning`` when not ``"none"``,
-        ``n_runs``, ``truth_samples`` and ``min_truth_failures`` when not at their defaults.
+        ``n_runs``, ``truth_samples``, ``min_truth_failures`` and ``access`` when not at their
+        defaults.
         """
         data = asdict(self)
         data.pop("allow_large")
@@ -128,7 +137,8 @@ class VisionPreset:
 
 
 #: Fields added after run directories existed, with the value those runs behaved as.
-_LATER_FIELDS = {"conditioning": "none", "n_runs": 1, "truth_samples": 0, "min_truth_failures": 0}
+_LATER_FIELDS = {"conditioning": "none", "n_runs": 1, "truth_samples": 0, "min_truth_failures": 0,
+                 "access": "logits"}
 
 
 #: Integer fields of a preset and their smallest allowed value.
@@ -446,8 +456,13 @@ class VisionRun:
         return self._run_stage("screen", jobs)
 
     def evaluate(self, seeds: Iterable[int], rulers: Iterable[str]) -> list[dict[str, Any]]:
-        """Every selected ruler, margin Subset Simulation and AMLS, ``n_runs`` times on each seed."""
-        methods = [f"scarce:{r}" for r in rulers] + ["ss_margin", "amls"]
+        """Every selected ruler and the baselines, ``n_runs`` times on each seed.
+
+        The baselines are margin Subset Simulation and AMLS; with label-only access, which has
+        no margin, Subset Simulation on the surrogate's margin.
+        """
+        baselines = ["ss_surrogate"] if self.preset.access == "labels" else ["ss_margin", "amls"]
+        methods = [f"scarce:{r}" for r in rulers] + baselines
         return self._run_stage("eval", [(i, m) for i in seeds for m in methods], runs=self.preset.n_runs)
 
     def run(self) -> dict[str, Any]:

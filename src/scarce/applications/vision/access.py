@@ -1,0 +1,146 @@
+r"""Label-only (black-box) access: the classifier under test answers with labels, never logits.
+
+Many deployed classifiers expose only their decision. The logit margin
+:math:`m(x) = \max_{j \ne y} l_j(x) - l_y(x)` is then out of reach, and with it classic Subset
+Simulation and AMLS, whose levels are set on it. SCARCE still runs: its levels come from a
+ruler's score :math:`G(z)` on an embedding the user computes with a network they own, and its
+exact terminal event, "the label differs from the seed's", needs nothing but labels. Here that
+network is a *surrogate*: a classifier of the same family trained by the user on the same data
+(Papernot et al. 2017 train one from label queries; we train it on the labelled training set),
+with the supervised-contrastive head fitted on inputs labelled by the *target's* answers.
+
+Every forward pass queries the target once per input for its label and runs the surrogate on
+the same inputs; only the target's queries are counted as model queries (the surrogate is the
+user's own). The estimate's target is unchanged: ``P(target label != y)``.
+
+Two ways to fail loudly are kept apart: a target that returns logits where labels were asked
+(it would leak the margin) and a logit model used where only labels exist.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from scarce.applications.vision.problem import ForwardOutputs, ForwardTimer, VisionModel
+from scarce.errors import ScarceError
+
+__all__ = ["ACCESS_MODES", "LabelOnlyModel", "LabelOracle"]
+
+#: How the classifier under test may be queried: its logits, or only its labels.
+ACCESS_MODES = ("logits", "labels")
+
+
+class LabelOracle:
+    """A classifier seen through its decisions only: ``predict_labels(x) -> (n,)`` integer labels.
+
+    Wraps a module with ``logits_and_features`` (as the application's CNN has) so that no
+    logit leaves it: what a deployed black-box classifier gives a user.
+    """
+
+    def __init__(self, classifier: Any) -> None:
+        if not hasattr(classifier, "logits_and_features"):
+            raise ScarceError(f"LabelOracle wraps a classifier with logits_and_features(x); "
+                              f"{type(classifier).__name__} has none")
+        self._classifier = classifier
+
+    def to(self, device: str) -> LabelOracle:
+        if hasattr(self._classifier, "to"):
+            self._classifier.to(device)
+        return self
+
+    def predict_labels(self, x: Any) -> Any:
+        """Labels of a batch of images (a torch tensor of shape (n, 1, 28, 28))."""
+        import torch
+
+        self._classifier.eval()
+        with torch.inference_mode():
+            logits, _ = self._classifier.logits_and_features(x)
+        return logits.argmax(dim=1)
+
+
+@dataclass
+class LabelOnlyModel:
+    """The classifier under test, queried for labels, beside the user's surrogate encoder.
+
+    Parameters
+    ----------
+    target : object with ``predict_labels(x) -> (n,)`` integer labels for a torch batch of
+        images (:class:`LabelOracle` makes one from a module).
+    encoder : VisionModel
+        The surrogate classifier (and its projection head): the embedding the rulers read, the
+        features the head is trained on, and the surrogate's own logits (``ForwardOutputs.logits``),
+        which only the ``surrogate_margin`` score reads.
+    """
+
+    target: Any
+    encoder: VisionModel
+    access = "labels"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.target, VisionModel) or not hasattr(self.target, "predict_labels"):
+            hint = (" it returns logits; give it as LabelOracle(classifier), or use access='logits'"
+                    if hasattr(self.target, "logits_and_features") or isinstance(self.target, VisionModel) else "")
+            raise ScarceError(f"target of label-only access must provide predict_labels(x) -> integer labels; "
+                              f"{type(self.target).__name__} does not;{hint}")
+        if not isinstance(self.encoder, VisionModel):
+            raise ScarceError(f"encoder must be a VisionModel (the surrogate network), got {type(self.encoder).__name__}")
+        if hasattr(self.target, "to"):
+            self.target.to(self.encoder.device)
+        self.labels(np.zeros((2, self.n_pixels)))  # a target that answers with logits fails here
+
+    # the interface the vision problem and methods read, delegated to the encoder
+    @property
+    def n_classes(self) -> int:
+        return self.encoder.n_classes
+
+    @property
+    def image_shape(self) -> tuple[int, ...]:
+        return self.encoder.image_shape
+
+    @property
+    def n_pixels(self) -> int:
+        return self.encoder.n_pixels
+
+    @property
+    def head(self) -> Any:
+        return self.encoder.head
+
+    @property
+    def device(self) -> str:
+        return self.encoder.device
+
+    @property
+    def timer(self) -> ForwardTimer:
+        return self.encoder.timer
+
+    def labels(self, x: np.ndarray) -> np.ndarray:
+        """The target's labels for ``x`` of shape (n, n_pixels), checked to be labels."""
+        import torch
+
+        x = np.asarray(x)
+        out = []
+        for lo in range(0, x.shape[0], self.encoder.batch_size):
+            batch = torch.from_numpy(np.ascontiguousarray(x[lo:lo + self.encoder.batch_size], dtype=np.float32))
+            answer = self.target.predict_labels(batch.to(self.device).reshape(-1, *self.image_shape))
+            answer = answer.cpu().numpy() if hasattr(answer, "cpu") else np.asarray(answer)
+            out.append(answer)
+        labels = np.concatenate(out)
+        if labels.shape != (x.shape[0],) or labels.dtype.kind not in "iu":
+            raise ScarceError(
+                f"target.predict_labels must return one integer label per image, shape ({x.shape[0]},); got "
+                f"{labels.dtype} of shape {labels.shape}" + (" (logits? use access='logits')" if labels.ndim == 2 else ""))
+        if labels.size and (labels.min() < 0 or labels.max() >= self.n_classes):
+            raise ScarceError(f"target.predict_labels returned labels outside 0..{self.n_classes - 1}")
+        return labels.astype(np.int64, copy=False)
+
+    def forward(self, x: np.ndarray, label: int) -> ForwardOutputs:
+        """The surrogate's pass (embedding, features, its logits) and the target's labels."""
+        out = self.encoder.forward(x, label)
+        start = time.perf_counter()
+        labels = self.labels(x)
+        self.timer.seconds += time.perf_counter() - start
+        return replace(out, labels=labels)
