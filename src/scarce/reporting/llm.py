@@ -466,3 +466,33 @@ def write_report(store: Any, out_dir: str | Path, *, seed: int = 0) -> tuple[Pat
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path, {"families": families, "selectors": selectors, "transfer": transfer,
                   "headline": top, "cells": cells}
+
+
+#: Columns of the leave-one-style-out table (one row per fitted -> applied pair and eta).
+TRANSFER_MATRIX_COLUMNS = [
+    ("fitted", "fitted on", ""), ("applied", "applied to", ""), ("eta", "eta", ".0e"),
+    ("jailbreaks", "jailbreaks", "d"), ("best", "best ruler (refit)", ""), ("recall", "recall at tau", ".3f"),
+    ("best_error_refit", "refit abs(r-1)", ".3f"), ("best_bias_refit", "refit abs(mean r - 1)", ".3f"),
+    ("best_error_inherited", "inherited abs(r-1)", ".3f"), ("exact_refit", "exact P(A)C/p_ref refit", ".3g"),
+    ("exact_inherited", "exact P(A)C/p_ref inherited", ".3g"), ("recall_zero", "rulers with recall 0", ""),
+]
+
+
+def write_transfer_report(table: Any, summary: Any, out_dir: str | Path, *, config: dict[str, Any]) -> Path:
+    """``transfer.parquet`` (every cell) and ``transfer.md`` (the best ruler per pair); returns the latter."""
+    from scarce._atomic import atomic_write_text
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(out_dir / "transfer.parquet", index=False)
+    parts = ["# Leave-one-style-out transfer", "",
+             f"Rulers and thresholds fitted on one attack style plus the benign records, applied to each other "
+             f"style (pooled, and per target model with at least {config['min_records']} records and "
+             f"{config['min_jailbreaks']} jailbreaks); {config['n_runs']} cascade runs of N = {config['n_samples']:,} "
+             "per cell. Inherited: `C_tau` from the fitting style's records; refit: from the applied records. "
+             "`exact` is `P(A_tau) C_tau / p_ref` with the exact fleet probability: 1 means the calibration "
+             "and the benign leakage cost nothing, and what remains is the cascade's own error.", "",
+             *markdown_table(summary, TRANSFER_MATRIX_COLUMNS)]
+    path = out_dir / "transfer.md"
+    atomic_write_text(path, "\n".join(parts) + "\n")
+    return path

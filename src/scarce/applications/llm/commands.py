@@ -148,6 +148,40 @@ def sweep(
         _report(Path(run_dir))
 
 
+@app.command()
+def transfer(
+    corpus: str = typer.Option("runs/llm/corpus.parquet", help="The embedded corpus (from 'scarce llm embed')."),
+    out: str = typer.Option("runs/llm/transfer", help="Output directory: transfer.parquet (every cell) and "
+                            "transfer.md (the table)."),
+    styles: str = typer.Option("PAIR,GCG,JBC,DSN", help="Attack styles, each fitted in turn and applied to the others."),
+    etas: str = typer.Option("1e-3", help="Adversarial fractions, comma separated."),
+    n_samples: int = typer.Option(20_000, help="Subset Simulation samples per level."),
+    n_runs: int = typer.Option(20, help="Cascade runs per cell."),
+    seed: int = typer.Option(0, help="Seed of every cell's runs."),
+) -> None:
+    """Leave-one-style-out transfer: rulers fitted on one attack style applied to each other style."""
+    import time
+
+    from scarce.applications.llm.corpus import read_corpus
+    from scarce.applications.llm.transfer import TransferConfig, best_per_pair, transfer_matrix
+    from scarce.errors import ScarceError
+    from scarce.reporting.llm import check_output_dir, write_transfer_report
+
+    start = time.perf_counter()
+    try:
+        eta_values = tuple(float(e) for e in etas.split(",") if e.strip())
+        config = TransferConfig(styles=tuple(s.strip() for s in styles.split(",") if s.strip()), etas=eta_values,
+                                n_samples=n_samples, n_runs=n_runs, seed=seed)
+        out_dir = check_output_dir(out, "output directory")
+        table = transfer_matrix(read_corpus(corpus), config, log=lambda m: typer.echo(m, err=True))
+    except ValueError as exc:
+        raise _fail(ScarceError(f"--etas takes comma-separated numbers, got {etas!r} ({exc})")) from exc
+    except ScarceError as exc:
+        raise _fail(exc) from exc
+    path = write_transfer_report(table, best_per_pair(table), out_dir, config=vars(config))
+    typer.echo(f"transfer: {len(table)} cells in {time.perf_counter() - start:.1f} s; report {path}", err=True)
+
+
 def _sweep_corpus(corpus: str | None, run_dir: str):  # type: ignore[no-untyped-def]
     """The corpus to pass to the sweep: read from ``corpus``, or None to resume ``run_dir``."""
     from scarce.applications.llm.corpus import read_corpus

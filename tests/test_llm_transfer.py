@@ -1,0 +1,95 @@
+"""Leave-one-style-out transfer of LLM rulers, on small synthetic corpora."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import synthetic_corpus
+from typer.testing import CliRunner
+
+from scarce.applications.llm.transfer import TransferConfig, best_per_pair, transfer_matrix
+from scarce.cli import app
+from scarce.errors import ScarceError
+
+SMALL = dict(styles=("PAIR", "GCG"), variants=("centroid_p50", "fisher_p75"), n_samples=500, n_runs=4)
+
+
+def _shifted_style_corpus():
+    """A third style whose jailbreaks sit along +e_1, where rulers fitted on PAIR do not look."""
+    corpus = synthetic_corpus()
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(30):
+        z = rng.normal(size=8) * 0.3
+        z[1] += 3.0 if i < 10 else 0.0
+        z[0] -= 1.0
+        rows.append({"record_id": f"JBC-m-{i}", "behavior_id": "b0", "method": "JBC", "target_model": "model-a",
+                     "jailbroken": i < 10, "prompt": "p", "response": "r", "embedding": z.astype(np.float32)})
+    return pd.concat([corpus, pd.DataFrame(rows)], ignore_index=True)
+
+
+def test_every_style_is_applied_to_every_other_with_both_calibrations():
+    table = transfer_matrix(synthetic_corpus(), TransferConfig(**SMALL))
+    assert set(zip(table.fitted, table.applied)) >= {("PAIR", "GCG"), ("GCG", "PAIR")}
+    # PAIR's model-a and model-b groups have >= 20 records and >= 5 jailbreaks; model-c has neither
+    assert {"PAIR/model-a", "PAIR/model-b"} <= set(table.applied) and "PAIR/model-c" not in set(table.applied)
+    usable = table[np.isfinite(table.error_refit)]
+    assert len(usable) and (usable.exact_refit > 0).all()
+    # a refit C_tau makes P(A) C / p_ref exactly 1 when no benign record leaks above tau
+    clean, leaky = usable[usable.benign_mass == 0], usable[usable.benign_mass > 0]
+    assert len(clean) and np.allclose(clean.exact_refit, 1.0)
+    assert (leaky.exact_refit > 1.0).all()  # benign users above tau inflate the surrogate
+    assert (table.factor_inherited.notna()).all()
+
+
+def test_a_style_the_rulers_cannot_see_has_recall_zero_and_no_calibration():
+    table = transfer_matrix(_shifted_style_corpus(), TransferConfig(**{**SMALL, "styles": ("PAIR", "JBC")}))
+    to_jbc = table[(table.fitted == "PAIR") & (table.applied == "JBC")]
+    assert (to_jbc.recall == 0).any()
+    blind = to_jbc[to_jbc.recall == 0]
+    assert blind.factor_refit.isna().all() and blind.error_refit.isna().all()
+    summary = best_per_pair(table)
+    row = summary[(summary.fitted == "PAIR") & (summary.applied == "JBC")].iloc[0]
+    assert row.n_recall_zero == len(blind) and all(v in row.recall_zero for v in blind.variant)
+
+
+def test_cells_are_reproducible_and_independent_of_which_styles_ran():
+    a = transfer_matrix(synthetic_corpus(), TransferConfig(**SMALL))
+    b = transfer_matrix(synthetic_corpus(), TransferConfig(**SMALL))
+    pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(styles=("PAIR", "DSN")), "style 'DSN' has no records in the corpus; its attack styles are"),
+    (dict(styles=("PAIR",)), "at least two distinct attack styles"),
+    (dict(variants=("nope_p50",)), "nope_p50"),
+    (dict(etas=(0.0,)), "eta"),
+])
+def test_bad_transfer_settings_are_refused(config, message):
+    with pytest.raises(ScarceError, match=message):
+        transfer_matrix(synthetic_corpus(), TransferConfig(**{**SMALL, **config}))
+
+
+def test_a_corpus_without_benign_records_is_refused():
+    corpus = synthetic_corpus()
+    with pytest.raises(ScarceError, match="no benign records"):
+        transfer_matrix(corpus[corpus.method != "none"], TransferConfig(**SMALL))
+
+
+def test_cli_writes_the_table_and_every_cell(tmp_path):
+    corpus = tmp_path / "corpus.parquet"
+    synthetic_corpus().to_parquet(corpus)
+    out = tmp_path / "transfer"
+    result = CliRunner().invoke(app, ["llm", "transfer", "--corpus", str(corpus), "--out", str(out), "--styles",
+                                      "PAIR,GCG", "--n-samples", "500", "--n-runs", "3"])
+    assert result.exit_code == 0, result.output
+    text = (out / "transfer.md").read_text()
+    assert "| fitted on | applied to |" in text and "| PAIR | GCG |" in text
+    cells = pd.read_parquet(out / "transfer.parquet")
+    assert len(cells) and math.isfinite(cells.threshold.iloc[0])
+    bad = CliRunner().invoke(app, ["llm", "transfer", "--corpus", str(corpus), "--out", str(tmp_path / "t2"),
+                                   "--etas", "abc"])
+    assert bad.exit_code == 2 and "--etas takes comma-separated numbers" in bad.output
