@@ -66,6 +66,7 @@ def test_cells_are_reproducible_and_independent_of_which_styles_ran():
     (dict(styles=("PAIR", "DSN")), "style 'DSN' has no records in the corpus; its attack styles are"),
     (dict(styles=("PAIR",)), "at least two distinct attack styles"),
     (dict(variants=("nope_p50",)), "nope_p50"),
+    (dict(variants=("centroid",)), "rulers at a percentile, <family>_p<percentile>"),
     (dict(etas=(0.0,)), "eta"),
 ])
 def test_bad_transfer_settings_are_refused(config, message):
@@ -93,3 +94,6 @@ def test_cli_writes_the_table_and_every_cell(tmp_path):
     bad = CliRunner().invoke(app, ["llm", "transfer", "--corpus", str(corpus), "--out", str(tmp_path / "t2"),
                                    "--etas", "abc"])
     assert bad.exit_code == 2 and "--etas takes comma-separated numbers" in bad.output
+    one = CliRunner().invoke(app, ["llm", "transfer", "--corpus", str(corpus), "--out", str(tmp_path / "t3"),
+                                   "--styles", "PAIR"])
+    assert one.exit_code == 2 and "at least two distinct attack styles" in one.output and "--etas" not in one.output

@@ -199,7 +199,7 @@ class EstimateResult:
           that held a failure), the quantile is Student's ``t`` with ``G_eff - 1`` degrees of
           freedom, ``G_eff = (sum w)^2 / sum w^2`` the effective number of lineages (Kish) with
           ``w`` the failures in each (``G``, their plain count, in results that lack it).  The
-          CoV is a cluster-robust variance over the lineages; when a few of them hold most
+          CoV (with ``cov_depth > 0``, the default) is a cluster-robust variance over lineages; when a few of them hold most
           failures it rests on those few, and its degrees of freedom follow the effective
           number of clusters, not their count (the small-sample correction of Bell and
           McCaffrey 2002; Imbens and Kolesar 2016).

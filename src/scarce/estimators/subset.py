@@ -323,15 +323,19 @@ class SubsetSimulation:
             },
         )
         if out.thin_evidence:
-            warnings.warn(
-                f"the failures of the last level descend from {run.failure_lineages} of the {run.origin_chains} "
-                f"chain(s) of level {run.origin_level}, the first that held one: the estimate rests on a few lucky "
-                "chains, not on a score that led the chains to the failure, and its error cannot be measured from "
-                "this run; its interval falls back on the first level's independent draws",
-                ThinEvidenceWarning,
-                stacklevel=2,
-            )
+            _warn_thin(run)
         return out
+
+
+def _warn_thin(run: _Run) -> None:
+    warnings.warn(
+        f"the failures of the last level descend from {run.failure_lineages} of the {run.origin_chains} "
+        f"chain(s) of level {run.origin_level}, the first that held one: the estimate rests on a few lucky "
+        "chains, not on a score that led the chains to the failure, and its error cannot be measured from "
+        "this run; its interval falls back on the first level's independent draws",
+        ThinEvidenceWarning,
+        stacklevel=3,
+    )
 
 
 def _stall_message(level: int, population: Population) -> str:

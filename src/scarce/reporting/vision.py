@@ -216,12 +216,13 @@ def write_report(frame: Any, out_dir: str | Path, *, context: dict[str, Any] | N
     if (frame.stage == "eval").any():
         n_smc = int(frame[frame.stage == "eval"].smc_samples.min())
         parts += ["", "## Step 2: head-to-head on held-out seeds", "", markdown_table(head_to_head(frame)), "",
-                  f"FP counts seeds where an estimate is positive but the {n_smc:,} Monte Carlo samples saw no "
-                  f"failure. Our Subset Simulation ends at the true misclassification (exact terminal event) "
-                  f"and never jumps a level, so each of its positive estimates rests on misclassified inputs "
-                  f"it found; a probability below about 1/{n_smc:,} is invisible to that Monte Carlo. AMLS "
-                  f"counts its level jumps in the last column. Runs that stopped at the level limit without "
-                  f"a failure report 0 and are flagged `max_levels`."]
+                  f"FP counts runs whose estimate is positive where the {n_smc:,} Monte Carlo samples saw no "
+                  f"failure, FN runs that returned 0 where they saw one. Our Subset Simulation ends at the true "
+                  f"misclassification (exact terminal event) and never jumps a level, so each of its positive "
+                  f"estimates rests on misclassified inputs it found; a probability below about 1/{n_smc:,} is "
+                  f"invisible to that Monte Carlo. "
+                  + ("AMLS counts its level jumps in the last column. " if (frame.method == "amls").any() else "")
+                  + "Runs that stopped at the level limit without a failure report 0 and are flagged `max_levels`."]
     parts += ["", "## Figures", ""]
     parts += [f"![{name}](figures/{path.name})" for name, path in figures.items()]
     path = out_dir / "report.md"

@@ -170,12 +170,13 @@ def transfer(
     start = time.perf_counter()
     try:
         eta_values = tuple(float(e) for e in etas.split(",") if e.strip())
+    except ValueError as exc:
+        raise _fail(ScarceError(f"--etas takes comma-separated numbers, got {etas!r} ({exc})")) from exc
+    try:
         config = TransferConfig(styles=tuple(s.strip() for s in styles.split(",") if s.strip()), etas=eta_values,
                                 n_samples=n_samples, n_runs=n_runs, seed=seed)
         out_dir = check_output_dir(out, "output directory")
         table = transfer_matrix(read_corpus(corpus), config, log=lambda m: typer.echo(m, err=True))
-    except ValueError as exc:
-        raise _fail(ScarceError(f"--etas takes comma-separated numbers, got {etas!r} ({exc})")) from exc
     except ScarceError as exc:
         raise _fail(exc) from exc
     path = write_transfer_report(table, best_per_pair(table), out_dir, config=vars(config))

@@ -25,6 +25,7 @@ each adversarial fraction ``eta``, one cell reports:
 from __future__ import annotations
 
 import math
+import re
 import warnings
 import zlib
 from collections.abc import Callable
@@ -62,6 +63,9 @@ class TransferConfig:
         if len(self.styles) < 2 or len(set(self.styles)) != len(self.styles):
             raise ScarceError(f"styles must name at least two distinct attack styles, got {list(self.styles)!r}")
         for variant in self.variants:
+            if not re.fullmatch(r".+_p\d+", str(variant)):
+                raise ScarceError(f"variants are rulers at a percentile, <family>_p<percentile> (e.g. "
+                                  f"'fisher_p75'); got {variant!r}")
             if variant not in available_rulers("llm"):
                 raise unknown_name_error("ruler in variants", variant, available_rulers("llm"))
         object.__setattr__(self, "etas", tuple(check_eta(e) for e in self.etas))

@@ -85,7 +85,7 @@ class LabelOnlyModel:
             hint = (" it returns logits; give it as LabelOracle(classifier), or use access='logits'"
                     if hasattr(self.target, "logits_and_features") or isinstance(self.target, VisionModel) else "")
             raise ScarceError(f"target of label-only access must provide predict_labels(x) -> integer labels; "
-                              f"{type(self.target).__name__} does not;{hint}")
+                              f"{type(self.target).__name__} does not" + (f";{hint}" if hint else ""))
         if not isinstance(self.encoder, VisionModel):
             raise ScarceError(f"encoder must be a VisionModel (the surrogate network), got {type(self.encoder).__name__}")
         if hasattr(self.target, "to"):

@@ -140,6 +140,25 @@ def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any]
     return out
 
 
+def _training_harvest(preset: Any, model: Any, splits: Any, noise: Any, cache: Path, log: Any) -> HarvestedData:
+    """Labelled head inputs from the training seeds (cached in ``cache/harvest.npz``)."""
+    harvest_path = cache / "harvest.npz"
+    data = _load_harvest(harvest_path)
+    if data is None:
+        labels_only = model.access == "labels"
+        chosen = vulnerable_seeds(model, splits.train_images, splits.train_labels, preset.n_train_seeds)
+        log(f"harvesting labelled features from {len(chosen)} training seeds "
+            + ("(Subset Simulation on the surrogate's margin, failures from the target's labels)" if labels_only
+               else "(margin Subset Simulation)"))
+        data = harvest(model, splits.train_images[chosen], splits.train_labels[chosen], noise,
+                       n_samples=preset.harvest_samples, max_queries=preset.harvest_max_queries,
+                       seed=preset.seed, score="surrogate_margin" if labels_only else "margin")
+        _save_harvest(harvest_path, data)
+    log(f"harvest: {len(data.failed)} labelled points, {data.n_failures} failures, "
+        f"{len(np.unique(data.seed_index[data.failed]))} training seeds with failures")
+    return data
+
+
 def _surrogate(splits: Any, config: Any, cache: Path, log: Any) -> Any:
     """The user's own network for label-only access: the target's architecture and data, another seed.
 
@@ -196,19 +215,7 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
     model = _model(classifier, surrogate, None, device)
     noise = make_noise(preset.noise, preset.scale)
 
-    harvest_path = cache / "harvest.npz"
-    data = _load_harvest(harvest_path)
-    if data is None:
-        chosen = vulnerable_seeds(model, splits.train_images, splits.train_labels, preset.n_train_seeds)
-        log(f"harvesting labelled features from {len(chosen)} training seeds "
-            + ("(Subset Simulation on the surrogate's margin, failures from the target's labels)" if labels_only
-               else "(margin Subset Simulation)"))
-        data = harvest(model, splits.train_images[chosen], splits.train_labels[chosen], noise,
-                       n_samples=preset.harvest_samples, max_queries=preset.harvest_max_queries,
-                       seed=preset.seed, score="surrogate_margin" if labels_only else "margin")
-        _save_harvest(harvest_path, data)
-    log(f"harvest: {len(data.failed)} labelled points, {data.n_failures} failures, "
-        f"{len(np.unique(data.seed_index[data.failed]))} training seeds with failures")
+    data = _training_harvest(preset, model, splits, noise, cache, log)
 
     if preset.embedding == "supcon":
         head = _head(preset, model, data, cache)

@@ -427,28 +427,45 @@ class VisionRun:
         rare = [i for i, row in sorted(truth.items()) if row["result"]["probability"] <= self.preset.max_probability]
         flipped = [i for i in rare if truth[i]["result"]["n_failed"] > 0]
         screen = flipped[: self.preset.n_screen]
+        if self.preset.min_truth_failures:  # every flipped seed left: held_out picks up to n_eval
+            return screen, flipped[self.preset.n_screen:]
         held_flipped = flipped[self.preset.n_screen:][: self.preset.n_eval]
-        if self.preset.min_truth_failures:
-            return screen, held_flipped
         not_flipped = [i for i in rare if i not in flipped][: self.preset.n_eval - len(held_flipped)]
         return screen, sorted(held_flipped + not_flipped)
 
     def held_out(self, seeds: list[int], truth: dict[int, dict[str, Any]]) -> list[int]:
-        """The held-out seeds whose ground truth saw at least ``min_truth_failures`` failures.
+        """Up to ``n_eval`` held-out seeds whose ground truth is dense enough to judge an error by.
 
-        The truth is the candidates' Monte Carlo, or, with ``truth_samples``, a denser Monte
-        Carlo run on these seeds alone (the ``truth`` stage; its rows replace the candidates'
-        in :func:`scarce.reporting.vision.result_rows`).
+        With ``truth_samples``, the truth is a denser Monte Carlo run on the chosen seeds alone
+        (the ``truth`` stage; its rows replace the candidates' in
+        :func:`scarce.reporting.vision.result_rows`), and a seed is chosen when the candidates'
+        Monte Carlo, scaled to ``truth_samples``, expects at least twice ``min_truth_failures``
+        failures there.  The choice is made on that independent count, not on the truth's own:
+        keeping the seeds whose truth saw at least the minimum would keep, near the cut, the
+        seeds whose count came out high, and bias their reference upwards.  The factor 2 leaves
+        room for the candidates' count's own noise; the report gives the fewest failures any
+        truth saw.  Without ``truth_samples`` the candidates' Monte Carlo is the truth and the
+        choice is made on it.
         """
+        need, methods = self.preset.min_truth_failures, self.preset.methods
+        if not seeds:
+            raise ScarceError(f"no held-out seed: every rare seed that failed in the candidates' Monte Carlo went "
+                              f"to screening (n_screen={self.preset.n_screen}); raise n_candidates")
+        if not self.preset.truth_samples:
+            kept = [i for i in seeds if truth[i]["result"]["n_failed"] >= need][: self.preset.n_eval]
+        else:
+            scale = self.preset.truth_samples / methods.smc_samples
+            kept = [i for i in seeds if truth[i]["result"]["n_failed"] * scale >= 2 * need][: self.preset.n_eval]
+        if not kept:
+            samples = self.preset.truth_samples or methods.smc_samples
+            raise ScarceError(f"none of the {len(seeds)} held-out seeds is expected to see min_truth_failures={need} "
+                              f"failures in {samples:,} Monte Carlo samples; raise truth_samples or n_candidates, "
+                              "or lower min_truth_failures")
         if self.preset.truth_samples:
-            truth = {row["seed_index"]: row for row in self._run_stage("truth", [(i, "smc") for i in seeds])}
-        need = self.preset.min_truth_failures
-        kept = [i for i in seeds if i in truth and truth[i]["result"]["n_failed"] >= need]
-        if seeds and not kept:
-            samples = self.preset.truth_samples or self.preset.methods.smc_samples
-            raise ScarceError(f"none of the {len(seeds)} held-out seeds saw min_truth_failures={need} failures in "
-                              f"{samples:,} Monte Carlo samples; raise truth_samples or n_candidates, or lower "
-                              "min_truth_failures")
+            rows = self._run_stage("truth", [(i, "smc") for i in kept])
+            if len(rows) < len(kept):
+                raise ScarceError(f"{len(kept) - len(rows)} of the {len(kept)} ground-truth tasks failed; their errors "
+                                  f"are recorded in {self.run_dir / 'errors'} (and listed by a rerun)")
         return kept
 
     def screen(self, seeds: Iterable[int]) -> list[dict[str, Any]]:
