@@ -111,6 +111,8 @@ def test_embed_corpus_rejects_bad_input():
         embed_corpus(frame.drop(columns="response"))
     with pytest.raises(ScarceError, match="no records"):
         embed_corpus(frame.iloc[:0])
+    with pytest.raises(ScarceError, match=r"1 record\(s\) have a prompt that is empty or only whitespace"):
+        embed_corpus(frame.assign(prompt=["a", " \n\t"]))
     with pytest.raises(ScarceError, match="no 'embedding' column"):
         embedding_matrix(frame)
     with pytest.raises(ScarceError, match="one non-zero length"):

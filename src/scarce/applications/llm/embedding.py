@@ -39,6 +39,12 @@ def _check_frame(frame: Any) -> None:
         bad = frame.index[frame["prompt"].isna()][0]
         raise ScarceError(f"frame has a null prompt (first at index {bad!r}); prompts must be strings "
                           "(the readers drop failed artifact entries)")
+    blank = frame["prompt"].astype(str).str.strip() == ""
+    if blank.any():
+        rows = list(frame.index[blank][:5])
+        raise ScarceError(f"{int(blank.sum())} record(s) have a prompt that is empty or only whitespace (first at "
+                          f"index {rows}): rendered, the conversation holds no text of the user to embed; drop "
+                          "them or give their prompts")
 
 
 def _responses(frame: Any) -> list[str]:
