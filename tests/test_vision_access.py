@@ -108,3 +108,33 @@ def test_cli_access_labels_runs_the_tiny_protocol_without_the_margin(tmp_path):
 def test_cli_access_must_be_logits_or_labels(tmp_path):
     result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--access", "scores", "--run-dir", str(tmp_path)])
     assert result.exit_code != 0 and "access must be one of logits, labels, got 'scores'" in result.output
+
+
+def test_monte_carlo_of_a_label_only_model_skips_the_surrogate_and_matches_the_full_pass():
+    """Monte Carlo reads only the failure flag: the target's labels, without the surrogate's pass."""
+    from scarce.applications.vision.methods import MethodSettings, run_method
+
+    class Counting(LabelOracle):
+        calls = 0
+
+        def predict_labels(self, x):
+            Counting.calls += x.shape[0]
+            return super().predict_labels(x)
+
+    surrogate = VisionModel(_cnn(1))
+    model = LabelOnlyModel(Counting(_cnn(0)), surrogate)
+    image = np.random.default_rng(3).random(784)
+    Counting.calls = 0
+
+    def no_surrogate_pass(*args, **kwargs):
+        raise AssertionError("Monte Carlo ran the surrogate")
+
+    surrogate.forward = no_surrogate_pass
+    fast, _ = run_method("smc", model, image, 3, _noise(), MethodSettings(smc_samples=600, smc_batch=200), seed=5)
+    assert Counting.calls == 600 and surrogate.timer.points == 600  # the target's queries, counted
+    del surrogate.forward  # the class's method again, for the full pass
+    problem = perturbation_problem(model, image, 3, _noise(), score="surrogate_margin")
+    from scarce.estimators import MonteCarlo
+
+    full = MonteCarlo(n_samples=600, batch_size=200, dtype="float32").estimate(problem, seed=5)
+    assert fast.n_failed == full.n_failed and fast.probability == full.probability

@@ -116,7 +116,7 @@ def test_bad_inputs_name_the_parameter():
         perturbation_problem(model, np.zeros(16), 2, GaussianNoise(0.1))
     with pytest.raises(ScarceError, match=r"\[0, 1\]"):
         perturbation_problem(model, np.full(16, 2.0), 0, GaussianNoise(0.1))
-    with pytest.raises(ScarceError, match="score must be one of margin, surrogate_margin or a fitted ruler"):
+    with pytest.raises(ScarceError, match="score must be one of margin, surrogate_margin, none or a fitted ruler"):
         perturbation_problem(model, np.zeros(16), 0, GaussianNoise(0.1), score="ruler")
     with pytest.raises(ScarceError, match="logits_and_features"):
         VisionModel(torch.nn.Linear(2, 2))

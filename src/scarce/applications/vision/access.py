@@ -137,6 +137,15 @@ class LabelOnlyModel:
             raise ScarceError(f"target.predict_labels returned labels outside 0..{self.n_classes - 1}")
         return labels.astype(np.int64, copy=False)
 
+    def query_labels(self, x: np.ndarray) -> np.ndarray:
+        """The target's labels alone (no surrogate pass), timed and counted as forward passes."""
+        start = time.perf_counter()
+        labels = self.labels(x)
+        self.timer.calls += 1
+        self.timer.points += len(labels)
+        self.timer.seconds += time.perf_counter() - start
+        return labels
+
     def forward(self, x: np.ndarray, label: int) -> ForwardOutputs:
         """The surrogate's pass (embedding, features, its logits) and the target's labels."""
         out = self.encoder.forward(x, label)

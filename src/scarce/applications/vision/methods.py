@@ -144,7 +144,7 @@ def run_method(
     elif key in _FIXED:
         score = _SCORES[key]
         if key == "smc" and getattr(model, "access", "logits") == "labels":
-            score = "surrogate_margin"  # unread: Monte Carlo needs only the target's labels
+            score = "none"  # Monte Carlo needs only the target's labels: no surrogate pass
     else:
         raise unknown_name_error("method", key, [*_FIXED, *(f"scarce:{r}" for r in rulers)])
     problem = perturbation_problem(model, image, label, noise, score=score)

@@ -198,8 +198,9 @@ def resolve_device(device: Any) -> str:
     raise ScarceError(f"device must be 'cpu', 'cuda', 'cuda:<index>' or 'auto', got {device!r}")
 
 
-#: Scores named by a string: the classifier's logit margin, or a label-only model's surrogate's.
-SCORE_NAMES = ("margin", "surrogate_margin")
+#: Scores named by a string: the classifier's logit margin, a label-only model's surrogate's, or
+#: none (a constant: for Monte Carlo, which reads only the failure flag).
+SCORE_NAMES = ("margin", "surrogate_margin", "none")
 
 
 def _score_function(score: Any, access: str = "logits") -> tuple[str, ScoreFn]:
@@ -212,6 +213,8 @@ def _score_function(score: Any, access: str = "logits") -> tuple[str, ScoreFn]:
         if score == "surrogate_margin" and access != "labels":
             raise ScarceError("score='surrogate_margin' needs a label-only model with a surrogate "
                               "(LabelOnlyModel); this classifier gives its logits: use 'margin'")
+        if score == "none":
+            return score, lambda out, label: np.zeros(out.logits.shape[0])
         return score, lambda out, label: margin(out.logits, label)
     if not hasattr(score, "score_samples"):
         raise ScarceError(f"score must be 'margin' or a fitted ruler with score_samples, got "
@@ -262,6 +265,14 @@ def perturbation_problem(
 
     def transform(u: np.ndarray) -> np.ndarray:
         return noise.apply(x0, u)
+
+    if score_name == "none" and record is None and hasattr(model, "query_labels"):
+        def evaluate_labels(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # Monte Carlo of a label-only model: the target's labels are all it reads
+            return np.zeros(x.shape[0]), model.query_labels(x) != label
+
+        return RareEventProblem(dim=model.n_pixels, evaluate=evaluate_labels, transform=transform,
+                                name=name or f"{noise.name}({noise.scale:g}) label {label} [labels]")
 
     def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = model.forward(x, label)
