@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from scarce.applications.llm.analysis import analyse
 from scarce.applications.llm.corpus import read_corpus
 from scarce.applications.llm.sweep import LLMSweep, get_preset, parse_overrides
 from scarce.experiments.executors import make_executor
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
             outcome = sweep.run()
         wall = time.perf_counter() - start
         report_start = time.perf_counter()
-        path, tables = write_report(ResultStore.open(run_dir), run_dir / "report")
+        tables = analyse(ResultStore.open(run_dir))
+        path = write_report(tables, run_dir / "report")
         report_s = time.perf_counter() - report_start
         cells = tables["cells"]
         _print_time(config, outcome, cells, wall, report_s, args.workers or os.cpu_count() or 1)

@@ -81,7 +81,7 @@ def vision_grid(run_dir: str, preset_name: str) -> None:
     from scarce.applications.vision.protocol import VisionRun, get_preset
     from scarce.errors import ScarceWarning
     from scarce.experiments.executors import DaskExecutor
-    from scarce.reporting.vision import result_rows
+    from scarce.applications.vision.analysis import result_rows
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore", ScarceWarning)

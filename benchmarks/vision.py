@@ -197,7 +197,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     from scarce.applications.vision.pipeline import build_context
     from scarce.applications.vision.protocol import VisionRun, get_preset
     from scarce.errors import ScarceWarning
-    from scarce.reporting.vision import rank_rulers, result_rows
+    from scarce.applications.vision.analysis import rank_rulers, result_rows
 
     warnings.simplefilter("ignore", ScarceWarning)
     preset = get_preset(args.preset, **preset_overrides)

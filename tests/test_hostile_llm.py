@@ -25,6 +25,7 @@ from typer.testing import CliRunner  # noqa: E402
 from conftest import synthetic_corpus  # noqa: E402
 from scarce.applications.llm import corpus as corpus_module  # noqa: E402
 from scarce.applications.llm import sweep as sweep_module  # noqa: E402
+from scarce.applications.llm.analysis import cell_rows  # noqa: E402
 from scarce.applications.llm.corpus import read_corpus, write_corpus  # noqa: E402
 from scarce.applications.llm.embedding import embed_corpus, embedding_matrix  # noqa: E402
 from scarce.applications.llm.sweep import LLMSweep, eta_text, get_preset, parse_overrides  # noqa: E402
@@ -32,7 +33,6 @@ from scarce.cli import app  # noqa: E402
 from scarce.datasets import read_attack_artifact, read_behaviors  # noqa: E402
 from scarce.encoders.cache import EmbeddingCache, read_shard, shard_checksum  # noqa: E402
 from scarce.errors import ScarceError, ScarceWarning  # noqa: E402
-from scarce.reporting.llm import cell_rows  # noqa: E402
 
 runner = CliRunner()
 

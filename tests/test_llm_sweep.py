@@ -147,10 +147,12 @@ def test_presets_and_overrides():
 
 
 def test_report_is_built_from_the_store_alone(tmp_path, llm_corpus):
+    from scarce.applications.llm.analysis import analyse
     from scarce.reporting.llm import write_report
 
     run_sweep(llm_corpus, tmp_path / "run")
-    path, tables = write_report(ResultStore.open(tmp_path / "run"), tmp_path / "report")
+    tables = analyse(ResultStore.open(tmp_path / "run"))
+    path = write_report(tables, tmp_path / "report")
     text = path.read_text()
     for title in ("Ground-truth family ranking", "Selector robustness", "Transfer to GCG", "N sweep",
                   "Threshold-percentile sweep", "figures/accuracy.png", "figures/threshold_sweep.png",
@@ -173,13 +175,13 @@ def test_report_is_built_from_the_store_alone(tmp_path, llm_corpus):
 
 
 def test_report_of_an_empty_directory_says_what_to_run(tmp_path):
-    from scarce.reporting.llm import write_report
+    from scarce.applications.llm.analysis import analyse
 
     with pytest.raises(ScarceError, match="no config.json"):
         ResultStore.open(tmp_path / "nothing")
     ResultStore(tmp_path / "empty", {"name": "x"})
     with pytest.raises(ScarceError, match="scarce llm sweep"):
-        write_report(ResultStore.open(tmp_path / "empty"), tmp_path / "out")
+        analyse(ResultStore.open(tmp_path / "empty"))
 
 
 @pytest.mark.parametrize("family", TINY.families)

@@ -182,10 +182,12 @@ def vision(
 
 def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore[no-untyped-def]
     """Tables and the report folder of a finished vision run."""
+    from scarce.applications.vision.analysis import head_to_head, rank_rulers, result_rows
     from scarce.reporting.tables import print_vision_tables
-    from scarce.reporting.vision import head_to_head, rank_rulers, result_rows, write_report
+    from scarce.reporting.vision import write_report
 
     frame = result_rows(run.store)
+    ranking, table = rank_rulers(frame), head_to_head(frame)
     held = info["ruler_auc_heldout"]
     context = {
         "preset": chosen.name, "noise": f"{chosen.noise} {chosen.scale}", "data": info["data"],
@@ -208,8 +210,8 @@ def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore
         + (f", seeds with at least {chosen.min_truth_failures} failures in it" if chosen.min_truth_failures else ""))
     context.update({"screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
                     "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"])})
-    report = write_report(frame, run_dir / "report", context=context)
-    print_vision_tables(rank_rulers(frame), head_to_head(frame))
+    report = write_report(frame, ranking, table, run_dir / "report", context=context)
+    print_vision_tables(ranking, table)
     typer.echo(f"report: {report}")
 
 

@@ -86,6 +86,7 @@ class RulerSpec:
 
 
 _REGISTRY: dict[str, RulerSpec] = {}
+_CONDITIONED = "scarce.rulers.conditioned:ConditionedRuler"
 
 
 def register_ruler(name: str, target: str | type, *, family: str = "",
@@ -178,10 +179,11 @@ def make_ruler(name: str, **params: Any) -> BaseRuler:
     ConditionedRuler(by='class', fallback='refuse', ruler=FisherRuler())
     """
     if "by" in params:
-        from scarce.rulers.conditioned import ConditionedRuler
-
+        # resolved by name like every ruler class: the registry imports no ruler module itself
+        # (the conditioned wrapper resolves its own ruler names through this registry)
+        wrapper = RulerSpec("conditioned", _CONDITIONED).resolve()
         conditioning = {k: params.pop(k) for k in ("by", "fallback", "min_failures", "min_normals") if k in params}
-        return ConditionedRuler(make_ruler(name, **params), **conditioning)
+        return wrapper(make_ruler(name, **params), **conditioning)
     spec = ruler_spec(name)
     cls = spec.resolve()
     allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]

@@ -223,12 +223,14 @@ def report(
 
 
 def _report(run_dir: Path, out: str | Path | None = None) -> None:
+    from scarce.applications.llm.analysis import analyse
     from scarce.experiments.store import ResultStore
     from scarce.reporting.llm import check_output_dir, write_report
     from scarce.reporting.tables import print_llm_tables
 
     store = ResultStore.open(run_dir)
     target = check_output_dir(run_dir / "report" if out is None else out, "report directory")
-    path, tables = write_report(store, target)
+    tables = analyse(store)
+    path = write_report(tables, target)
     print_llm_tables(tables)
     typer.echo(f"report: {path}")

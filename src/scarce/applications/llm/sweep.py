@@ -21,7 +21,7 @@ records and refitted on the target's.
 
 Per-task seeds are ``SeedSequence([seed, crc32(task key)])``: a function of what the task is, so
 one worker and many give the same numbers. Errors ``|r - 1|`` with ``r = p_hat / p_ref`` are
-computed from the stored runs by :mod:`scarce.reporting.llm`, never here.
+computed from the stored runs by :mod:`scarce.applications.llm.analysis`, never here.
 """
 
 from __future__ import annotations

@@ -438,7 +438,7 @@ class VisionRun:
 
         With ``truth_samples``, the truth is a denser Monte Carlo run on the chosen seeds alone
         (the ``truth`` stage; its rows replace the candidates' in
-        :func:`scarce.reporting.vision.result_rows`), and a seed is chosen when the candidates'
+        :func:`scarce.applications.vision.analysis.result_rows`), and a seed is chosen when the candidates'
         Monte Carlo, scaled to ``truth_samples``, expects at least twice ``min_truth_failures``
         failures there.  The choice is made on that independent count, not on the truth's own:
         keeping the seeds whose truth saw at least the minimum would keep, near the cut, the
@@ -484,7 +484,7 @@ class VisionRun:
 
     def run(self) -> dict[str, Any]:
         """All stages; returns the seeds used and the selected rulers (rows are in the store)."""
-        from scarce.reporting.vision import rank_rulers, result_rows
+        from scarce.applications.vision.analysis import rank_rulers, result_rows
 
         truth = self.ground_truth()
         screen_seeds, eval_seeds = self.split_seeds(truth)

@@ -1,0 +1,112 @@
+"""What a vision run measured, as tables: one row per task, the Step-1 ruler ranking and the
+Step-2 head-to-head (pandas frames that :mod:`scarce.reporting.vision` renders).
+
+Metrics follow the paper (section 5, table "Comparison on 100 held-out MNIST seeds", appendix
+"Cross-Device Runtime Calibration"):
+
+* ``MAE`` = mean over seeds of ``|p_hat - p_SMC|``; ``log10 MAE``;
+* ``FP`` = seeds with ``p_hat > 0`` and no Monte Carlo failure, ``FN`` = seeds with ``p_hat = 0``
+  although Monte Carlo saw failures (on flipped screening seeds, FN are the *missed rare-event
+  hits*);
+* calibrated runtime = mean queries per seed x ``T_ref`` with the paper's reference rate
+  ``T_ref = 6.473e-4`` s/query (so rows are comparable across machines), next to our measured
+  wall time;
+* RMS relative error of each method next to that of Monte Carlo with as many queries,
+  ``sqrt((1 - p) / (q p))``.
+
+The rows carry each method's display name (``name``), so a renderer needs nothing of this package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from scarce.applications.vision.methods import display_name
+
+__all__ = ["T_REF", "head_to_head", "rank_rulers", "result_rows"]
+
+T_REF = 289.46 / 447_160  # s/query: the paper's Trad-SS reference rate (6.473e-4)
+
+
+def result_rows(store: Any) -> Any:
+    """One row per finished task, joined with the seed's Monte Carlo ground truth (pandas)."""
+    import pandas as pd
+
+    rows = []
+    for _, payload in store.items():
+        res = payload["result"]
+        rows.append({
+            "stage": payload["stage"], "seed_index": payload["seed_index"], "label": payload["label"],
+            "method": payload["method"], "name": display_name(payload["method"]), "run": payload.get("run", 0),
+            "p_hat": res["probability"], "cov": res["cov"], "n_queries": res["n_queries"],
+            "n_failed": res["n_failed"], "reached_failure": res["reached_failure"],
+            "status": res["status"], "n_levels": len(res.get("levels", ())),
+            "level_jumps": res.get("info", {}).get("level_jumps", 0),
+            "wall": payload["timing"]["wall"], "forward": payload["timing"]["forward"],
+        })
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    # a seed's ground truth: the dense held-out Monte Carlo where it ran, else the candidates'
+    truth = frame[frame.stage.isin(["smc", "truth"])].sort_values("stage").drop_duplicates("seed_index", keep="last")
+    truth = truth.set_index("seed_index")
+    frame["smc_p"] = frame.seed_index.map(truth.p_hat)
+    frame["smc_failures"] = frame.seed_index.map(truth.n_failed)
+    frame["smc_samples"] = frame.seed_index.map(truth.n_queries)
+    frame["abs_err"] = (frame.p_hat - frame.smc_p).abs()
+    frame["rel_err"] = np.where(frame.smc_p > 0, frame.abs_err / frame.smc_p.where(frame.smc_p > 0), np.nan)
+    # squared relative error of this row, and of Monte Carlo with as many queries: (1 - p) / (q p)
+    frame["sq_rel_err"] = frame.rel_err ** 2
+    frame["mc_sq_rel_err"] = np.where(frame.smc_p > 0, (1 - frame.smc_p) / (frame.n_queries * frame.smc_p.where(
+        frame.smc_p > 0)), np.nan)
+    frame["fp"] = (frame.p_hat > 0) & (frame.smc_p == 0)
+    frame["fn"] = (frame.p_hat == 0) & (frame.smc_p > 0)
+    return frame
+
+
+def _summary(frame: Any) -> Any:
+    grouped = frame.groupby("method", sort=False)
+    out = grouped.agg(
+        name=("name", "first"), seeds=("seed_index", "nunique"), mean_p=("p_hat", "mean"),
+        mae=("abs_err", "mean"), median_rel_err=("rel_err", "median"), fp=("fp", "sum"),
+        fn=("fn", "sum"), queries=("n_queries", "mean"), wall=("wall", "mean"),
+        forward=("forward", "mean"), level_jumps=("level_jumps", "sum"),
+        not_reached=("reached_failure", lambda s: int((~s.astype(bool)).sum())),
+        rows=("p_hat", "size"), mc_samples=("smc_samples", "min"), mc_min_failures=("smc_failures", "min"),
+    )
+    out["runs"] = out.rows / out.seeds.where(out.seeds > 0)
+    # root mean squared relative error, and Monte Carlo's at the same queries per run
+    out["rms_rel_err"] = np.sqrt(grouped.sq_rel_err.mean())
+    out["mc_rms_rel_err"] = np.sqrt(grouped.mc_sq_rel_err.mean())
+    out["log10_mae"] = np.log10(out.mae.where(out.mae > 0))
+    out["runtime_calibrated"] = out.queries * T_REF
+    out["smc_mean_p"] = frame.groupby("method", sort=False).smc_p.mean()
+    return out.reset_index()
+
+
+def rank_rulers(frame: Any, stage: str = "screen") -> Any:
+    """Step-1 ranking: rulers by log10 MAE against Monte Carlo, then by missed hits (FN)."""
+    part = frame[(frame.stage == stage) & frame.method.str.startswith("scarce:")]
+    if part.empty:
+        import pandas as pd
+
+        return pd.DataFrame(columns=["ruler", "log10_mae", "fn", "queries"])
+    summary = _summary(part)
+    summary["ruler"] = summary.method.str.split(":", n=1).str[1]
+    summary = summary.rename(columns={"fn": "missed_hits"})
+    summary["fn"] = summary.missed_hits
+    return summary.sort_values(["log10_mae", "missed_hits", "queries"], na_position="last").reset_index(drop=True)
+
+
+def head_to_head(frame: Any, stage: str = "eval") -> Any:
+    """The paper's Table 2 layout over the held-out seeds, SCARCE rulers first, sorted by MAE."""
+    part = frame[frame.stage == stage]
+    summary = _summary(part)
+    summary["is_scarce"] = summary.method.str.startswith("scarce:")
+    summary = summary.sort_values(["is_scarce", "mae"], ascending=[False, True]).reset_index(drop=True)
+    return summary[["name", "method", "seeds", "runs", "mc_samples", "mc_min_failures", "rms_rel_err",
+                    "mc_rms_rel_err", "mean_p", "smc_mean_p", "mae", "log10_mae", "median_rel_err",
+                    "fp", "fn", "queries", "runtime_calibrated", "wall", "forward", "level_jumps",
+                    "not_reached"]]
