@@ -75,17 +75,24 @@ def _git_hash() -> str | None:
     return f"{head}+dirty" if status else head
 
 
+#: Distributions whose versions a result records (read from their metadata, never imported).
+PROVENANCE_PACKAGES = ("scarce", "numpy", "scipy", "scikit-learn", "torch", "transformers", "pandas")
+
+
 def provenance() -> dict[str, Any]:
-    """Versions, platform and git hash of the code that produced a result."""
-    import numpy
+    """Versions, platform and git hash of the code that produced a result.
 
-    import scarce
+    Versions come from the installed distributions' metadata (:mod:`importlib.metadata`), so
+    recording them imports nothing: an LLM sweep does not load torch to say which one is there.
+    A package that is not installed is left out.
+    """
+    from importlib import metadata
 
-    versions = {"scarce": scarce.__version__, "numpy": numpy.__version__, "python": platform.python_version()}
-    for module in ("torch", "sklearn", "scipy"):
+    versions = {"python": platform.python_version()}
+    for name in PROVENANCE_PACKAGES:
         try:
-            versions[module] = __import__(module).__version__
-        except ImportError:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
             pass
     return {"versions": versions, "git": _git_hash(), "host": platform.node(),
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}

@@ -1,6 +1,8 @@
-"""Pieces the command-line apps share: the executor options and the per-stage progress bars."""
+"""What every command shares: the executor options, the per-stage progress bars and how errors end a command."""
 
 from __future__ import annotations
+
+from typing import NoReturn
 
 import typer
 
@@ -33,3 +35,17 @@ class stage_progress:
 
     def __exit__(self, *exc):  # type: ignore[no-untyped-def]
         return self.progress.__exit__(*exc)
+
+
+def fail(message: str, cause: BaseException) -> NoReturn:
+    """Print ``error: <message>`` on stderr and exit with status 2 (a usage or input error)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code=2) from cause
+
+
+def describe_os_error(error: OSError) -> str:
+    """One line for a file-system error: the path, the reason and what to check."""
+    where = f" {str(error.filename)!r}" if error.filename is not None else ""
+    reason = error.strerror or str(error) or type(error).__name__
+    return (f"cannot access{where}: {reason} ({type(error).__name__}); check that the run directory is a "
+            "writable directory with free space and a valid name")

@@ -17,15 +17,10 @@ from typing import Optional
 
 import typer
 
-from scarce._cli_common import DASK, EXECUTOR, SCHEDULER, WORKERS, stage_progress
+from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, fail, stage_progress
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Fleet-level jailbreak probability from embeddings of LLM conversations (paper section 6).")
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code=2)
 
 
 @app.command()
@@ -73,7 +68,7 @@ def embed(
             embedded["jailbroken"] = embedded["judge_score"] > DEFAULT_THRESHOLD
         path = write_corpus(embedded, out)
     except ScarceError as exc:
-        raise _fail(exc) from exc
+        fail(str(exc), exc)
     from rich.console import Console
 
     Console().print(summarize_counts(embedded).to_string(index=False))
@@ -139,7 +134,7 @@ def sweep(
                 run.progress = progress
                 outcome = run.run()
     except ScarceError as exc:
-        raise _fail(exc) from exc
+        fail(str(exc), exc)
     typer.echo(f"sweep: {outcome['finished']}/{outcome['cells']} cells finished, "
                f"{outcome['failed']} failed, {time.perf_counter() - start:.1f} s", err=True)
     if outcome["failed"]:
@@ -171,14 +166,14 @@ def transfer(
     try:
         eta_values = tuple(float(e) for e in etas.split(",") if e.strip())
     except ValueError as exc:
-        raise _fail(ScarceError(f"--etas takes comma-separated numbers, got {etas!r} ({exc})")) from exc
+        fail(f"--etas takes comma-separated numbers, got {etas!r} ({exc})", exc)
     try:
         config = TransferConfig(styles=tuple(s.strip() for s in styles.split(",") if s.strip()), etas=eta_values,
                                 n_samples=n_samples, n_runs=n_runs, seed=seed)
         out_dir = check_output_dir(out, "output directory")
         table = transfer_matrix(read_corpus(corpus), config, log=lambda m: typer.echo(m, err=True))
     except ScarceError as exc:
-        raise _fail(exc) from exc
+        fail(str(exc), exc)
     path = write_transfer_report(table, best_per_pair(table), out_dir, config=vars(config))
     typer.echo(f"transfer: {len(table)} cells in {time.perf_counter() - start:.1f} s; report {path}", err=True)
 
@@ -219,7 +214,7 @@ def report(
     try:
         _report(Path(run_dir), None if out is None else out)
     except ScarceError as exc:
-        raise _fail(exc) from exc
+        fail(str(exc), exc)
 
 
 def _report(run_dir: Path, out: str | Path | None = None) -> None:

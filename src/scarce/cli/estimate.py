@@ -1,0 +1,113 @@
+"""``scarce estimate``: a benchmark problem with a known answer, by Subset Simulation or Monte Carlo."""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Optional
+
+import typer
+
+from scarce.cli.common import fail
+
+
+class Method(str, Enum):
+    ss = "ss"
+    mc = "mc"
+
+
+def estimate(
+    problem: str = typer.Option("linear", help="Benchmark problem: linear, four_branch, chi_square, two_regions."),
+    dim: Optional[int] = typer.Option(None, help="Latent dimension (linear: 100, chi_square: 50, two_regions: 10)."),
+    pf: Optional[float] = typer.Option(None, help="Exact failure probability of the problem (linear, chi_square, two_regions)."),
+    k: float = typer.Option(7.0, help="four_branch: branch offset k."),
+    method: Method = typer.Option(Method.ss, help="ss: Subset Simulation; mc: crude Monte Carlo."),
+    n_samples: int = typer.Option(2000, help="Samples per level (Monte Carlo: total samples)."),
+    level_probability: float = typer.Option(0.1, help="Target conditional probability p0 in (0, 0.5]."),
+    kernel: str = typer.Option("acs", help="MCMC kernel: acs (adaptive conditional sampling) or mma (modified Metropolis)."),
+    max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
+    stop_factor: float = typer.Option(
+        0.5, help="Stop at the first level where stop_factor * p0 * N samples failed, in (0, 1]; 1 is the classic rule."
+    ),
+    count_seeds: str = typer.Option(
+        "independent", help="Whether seeds count among a level's samples: independent (only draws of level 0), always, never."
+    ),
+    seed: int = typer.Option(0, help="Random seed."),
+    confidence: float = typer.Option(0.95, help="Confidence level of the interval."),
+    delta: float = typer.Option(0.05, help="Error budget of the anytime-valid envelope."),
+    json_output: bool = typer.Option(False, "--json", help="Print the result as JSON instead of tables."),
+) -> None:
+    """Estimate the failure probability of a benchmark problem with a known answer."""
+    import warnings
+
+    from scarce.errors import ScarceError, ScarceWarning
+    from scarce.estimators import MonteCarlo, SubsetSimulation
+    from scarce.kernels import make_kernel
+    from scarce.problems import make_problem
+
+    try:
+        _check_report_options(confidence, delta)
+    except ScarceError as exc:
+        fail(str(exc), exc)
+    params: dict[str, object] = {}
+    if problem == "four_branch":
+        params["k"] = k
+    else:
+        if dim is not None:
+            params["dim"] = dim
+        if pf is not None:
+            params["probability"] = pf
+    try:
+        rare = make_problem(problem, **params)
+        if method is Method.ss:
+            estimator = SubsetSimulation(
+                n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel), max_queries=max_queries,
+                stop_factor=stop_factor, count_seeds=count_seeds,
+            )
+        else:
+            estimator = MonteCarlo(n_samples=n_samples)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ScarceWarning)
+            if json_output:
+                result = estimator.estimate(rare, seed=seed)
+            else:
+                result = _with_progress(estimator, rare, seed)
+    except (ScarceError, TypeError) as exc:
+        fail(str(exc), exc)
+    if json_output:
+        typer.echo(result.to_json(indent=2))
+        return
+    from scarce.reporting.tables import print_result
+
+    print_result(result, exact=rare.exact_probability, confidence=confidence, delta=delta)
+    for w in caught:
+        typer.echo(f"warning: {w.message}", err=True)
+
+
+def _check_report_options(confidence: float, delta: float) -> None:
+    """--confidence and --delta checked before the run (they are used only to report it)."""
+    from scarce.errors import check_in_interval
+
+    check_in_interval("--confidence", confidence, 0.0, 1.0, high_open=True)
+    check_in_interval("--delta", delta, 0.0, 1.0, high_open=True)
+
+
+def _with_progress(estimator, problem, seed):  # type: ignore[no-untyped-def]
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    expected = None
+    exact, p0 = problem.exact_probability, getattr(estimator, "level_probability", None)
+    # only a guess for the bar's length: bad values are the estimator's to report, not a crash here
+    if isinstance(exact, float) and isinstance(p0, (int, float)) and 0 < exact < 1 and 0 < p0 < 1:
+        expected = max(1, math.ceil(math.log(exact) / math.log(p0)))
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} levels"),
+        TimeElapsedColumn(), transient=True,
+    ) as progress:
+        task = progress.add_task(f"{problem.name}", total=expected)
+
+        def on_level(diag) -> None:  # type: ignore[no-untyped-def]
+            if diag.level > 0:
+                progress.update(task, advance=1, description=f"{problem.name}: level {diag.level}, threshold {diag.threshold:.4g}")
+
+        return estimator.estimate(problem, seed=seed, callback=on_level)

@@ -1,0 +1,101 @@
+"""``scarce vision``: the paper's vision protocol (rulers vs margin Subset Simulation, AMLS and Monte
+Carlo) run in a run directory, then its tables and report.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, describe_os_error, fail, stage_progress
+
+
+def vision(
+    preset: str = typer.Option("quick", help="quick (embedded 5k digits; the demo), paper (full MNIST), tiny (smoke test)."),
+    run_dir: str = typer.Option("runs/vision-quick", help="Run directory: results, caches, report; an interrupted run resumes here."),
+    data_dir: Optional[str] = typer.Option(None, help="MNIST IDX directory for preset paper (default $SCARCE_DATA_DIR)."),
+    scale: Optional[float] = typer.Option(None, help="Override the noise scale (sigma or eps) of the preset."),
+    noise: Optional[str] = typer.Option(None, help="Override the noise: gaussian or uniform."),
+    seed: Optional[int] = typer.Option(None, help="Override the preset's seed."),
+    access: Optional[str] = typer.Option(None, help="How the classifier is queried: logits (default), or labels "
+                                         "only (a black box: rulers on a surrogate network set the levels)."),
+    settings: Optional[list[str]] = typer.Option(None, "--set", help="Override any preset setting, repeatable: "
+                                                 "n_eval=20, methods.smc_samples=1e5, classifier.epochs=2, rulers=centroid,mah_bad."),
+    device: str = typer.Option("cpu", help="Where forward passes run: cpu (bit-reproducible), cuda, cuda:<i> or auto."),
+    executor: str = EXECUTOR,
+    dask: Optional[str] = DASK,
+    workers: Optional[int] = WORKERS,
+    scheduler: Optional[str] = SCHEDULER,
+) -> None:
+    """MNIST misclassification under perturbation: SCARCE rulers vs margin SS, AMLS and Monte Carlo."""
+    import warnings
+    from pathlib import Path
+
+    from scarce.applications.vision.pipeline import build_context
+    from scarce.applications.vision.problem import resolve_device
+    from scarce.applications.vision.protocol import VisionRun, get_preset, parse_overrides
+    from scarce.errors import ScarceError, ScarceWarning
+    from scarce.experiments.executors import executor_from_options
+    from scarce.experiments.store import ResultStore, check_run_dir
+
+    overrides = {k: v for k, v in {"scale": scale, "noise": noise, "seed": seed, "access": access}.items()
+                 if v is not None}
+    try:
+        check_run_dir(run_dir)
+        overrides = {**parse_overrides(settings or [], preset), **overrides}
+        chosen = get_preset(preset, **overrides)  # checks every setting and the resource bounds
+        resolve_device(device)  # before anything is written
+        pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
+        # connect first: an unreachable scheduler is an error before anything is written
+        with pool, warnings.catch_warnings():
+            ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
+            warnings.simplefilter("ignore", ScarceWarning)
+            context = build_context(chosen, run_dir, data_dir=data_dir, log=lambda m: typer.echo(m, err=True),
+                                    device=device)
+            with stage_progress() as progress:
+                run = VisionRun(chosen, Path(run_dir), context, progress=progress, executor=pool)
+                outcome = run.run()
+    except ScarceError as exc:
+        fail(str(exc), exc)
+    except OSError as exc:  # a file the run reads or writes (disk full, permissions, a bad name)
+        fail(describe_os_error(exc), exc)
+    try:
+        _vision_report(run, chosen, context.info, outcome, Path(run_dir))
+    except OSError as exc:
+        fail(describe_os_error(exc), exc)
+
+
+def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore[no-untyped-def]
+    """Tables and the report folder of a finished vision run."""
+    from scarce.applications.vision.analysis import head_to_head, rank_rulers, result_rows
+    from scarce.reporting.tables import print_vision_tables
+    from scarce.reporting.vision import write_report
+
+    frame = result_rows(run.store)
+    ranking, table = rank_rulers(frame), head_to_head(frame)
+    held = info["ruler_auc_heldout"]
+    context = {
+        "preset": chosen.name, "noise": f"{chosen.noise} {chosen.scale}", "data": info["data"],
+        "classifier test accuracy": f"{info['test_accuracy']:.4f}",
+        "classifier access": ("labels only: rulers read a surrogate network's embedding (test accuracy "
+                              f"{info['surrogate_test_accuracy']:.4f}); no margin, so no margin Subset Simulation "
+                              "or AMLS" if chosen.access == "labels" else "logits"),
+        "rulers": "one per class of the seed" if chosen.conditioning == "class" else "pooled over all classes",
+        "ruler separation on held-out seeds (AUC within a class)": ", ".join(
+            f"{k} {v:.3f}" for k, v in sorted(held.items(), key=lambda kv: -kv[1])),
+    }
+    if info.get("ruler_auc_heldout_pooled"):
+        pooled = info["ruler_auc_heldout_pooled"]
+        context["the same rulers pooled over all classes, held-out AUC within a class"] = ", ".join(
+            f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]))
+    truth = chosen.truth_samples or chosen.methods.smc_samples
+    context["held-out evaluation"] = (
+        f"{len(outcome['eval_seeds'])} seeds x {chosen.n_runs} run(s) of every method; ground truth "
+        f"{truth:,} Monte Carlo samples per seed"
+        + (f", seeds with at least {chosen.min_truth_failures} failures in it" if chosen.min_truth_failures else ""))
+    context.update({"screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
+                    "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"])})
+    report = write_report(frame, ranking, table, run_dir / "report", context=context)
+    print_vision_tables(ranking, table)
+    typer.echo(f"report: {report}")
