@@ -21,7 +21,7 @@ from scarce.errors import (
 from scarce.estimators import MonteCarlo, SubsetSimulation
 from scarce.kernels import ConditionalSampling, ModifiedMetropolis, make_kernel
 from scarce.problem import RareEventProblem
-from scarce.results import EstimateResult, LevelDiagnostics
+from scarce.results import EstimateResult, LevelDiagnostics, LevelState
 
 __version__ = "0.1.0"
 
@@ -31,6 +31,7 @@ __all__ = [
     "EstimateResult",
     "EvaluationError",
     "LevelDiagnostics",
+    "LevelState",
     "LowAcceptanceWarning",
     "ModifiedMetropolis",
     "MonteCarlo",

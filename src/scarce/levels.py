@@ -157,6 +157,27 @@ def failures_to_stop(n_samples: int, level_probability: float, stop_factor: floa
     return min(m, max(wanted, EARLY_STOP_MIN_FAILURES))
 
 
+def stop_before_level(next_level: int, max_levels: int, n_queries: int, cost: int,
+                      max_queries: int | None) -> str | None:
+    """Why level ``next_level`` must not start, or None: the run's two budget rules.
+
+    ``"max_levels"`` when ``next_level`` would reach ``max_levels`` (levels are numbered from 0,
+    the independent draws); ``"budget"`` when its ``cost`` model calls would take the
+    ``n_queries`` already made past ``max_queries``.  A run stopped by either is a partial,
+    flagged result; the failure level itself is never refused (it costs no call).
+
+    >>> stop_before_level(3, 50, 5000, 1800, None), stop_before_level(50, 50, 0, 1, None)
+    (None, 'max_levels')
+    >>> stop_before_level(3, 50, 5000, 1800, 6000)
+    'budget'
+    """
+    if next_level >= max_levels:
+        return "max_levels"
+    if max_queries is not None and n_queries + cost > max_queries:
+        return "budget"
+    return None
+
+
 def next_threshold(
     scores: np.ndarray,
     level_probability: float,

@@ -72,6 +72,70 @@ class LevelDiagnostics:
 
 
 @dataclass(frozen=True)
+class LevelState:
+    """Where a run stands after one level (:meth:`SubsetSimulation.iter_levels`).
+
+    Attributes
+    ----------
+    diagnostics : LevelDiagnostics
+        The level just finished (level 0: the independent draws).
+    n_queries : int
+        Model calls made so far.
+    n_samples : int
+        Samples per level ``N``.
+    done : bool
+        True for the last state of a run; its ``result`` is the run's :class:`EstimateResult`.
+    result : EstimateResult or None
+        The run's result (last state only).
+    """
+
+    diagnostics: LevelDiagnostics
+    n_queries: int
+    n_samples: int
+    done: bool = False
+    result: EstimateResult | None = None
+
+    @property
+    def level(self) -> int:
+        return self.diagnostics.level
+
+    @property
+    def threshold(self) -> float:
+        return self.diagnostics.threshold
+
+    @property
+    def n_failed(self) -> int:
+        """Failed samples among the level's ``N``."""
+        return self.diagnostics.n_failed
+
+    @property
+    def running_probability(self) -> float:
+        """``P_hat_l``, the estimated probability of the level reached (of the failure when it is the last)."""
+        return self.diagnostics.cumulative_probability
+
+    @property
+    def running_estimate(self) -> float:
+        """The failure probability if the run stopped here: ``P_hat_l`` times the level's failed fraction.
+
+        Every failure lies in every level (the exact terminal event), so this never counts a
+        sample that has not failed; on the last state it is the result's ``probability``.
+        """
+        if self.result is not None:
+            return self.result.probability
+        return self.running_probability * self.n_failed / self.n_samples
+
+    def envelope_lower(self, delta: float = 0.05) -> float:
+        """Ville's anytime-valid lower bound ``delta * P_hat_l`` on the level's probability ``P_l``.
+
+        Valid at every level at once, so a user may stop whenever they like (module
+        :mod:`scarce.envelope`, paper Theorem 1).
+        """
+        from scarce.errors import check_in_interval
+
+        return check_in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True) * self.running_probability
+
+
+@dataclass(frozen=True)
 class EstimateResult:
     """A failure-probability estimate with its error bars and diagnostics.
 

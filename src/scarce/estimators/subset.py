@@ -73,7 +73,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,10 +92,10 @@ from scarce.errors import (
 )
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
-from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, next_threshold
+from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, next_threshold, stop_before_level
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
-from scarce.results import EstimateResult, LevelDiagnostics
+from scarce.results import EstimateResult, LevelDiagnostics, LevelState
 from scarce.seeding import SeedLike, as_generator, describe_seed
 
 LevelCallback = Callable[[LevelDiagnostics], None]
@@ -270,13 +270,39 @@ class SubsetSimulation:
                 "n_samples, or pass allow_large=True if the machine has the memory"
             )
 
+    def iter_levels(self, problem: RareEventProblem, seed: SeedLike = None) -> Iterator[LevelState]:
+        """Run level by level: a frozen :class:`~scarce.results.LevelState` after each level.
+
+        The first state is level 0 (the independent draws); the last has ``done=True`` and the
+        run's :class:`EstimateResult` in ``result``.  Between states nothing runs, so a caller
+        may watch the running estimate and Ville's anytime-valid bound
+        (``state.envelope_lower(delta)``) and stop early; the bound stays valid whenever it stops.
+        The settings and the problem are checked here, before any model call.
+
+        >>> from scarce.problems import linear
+        >>> states = list(SubsetSimulation(n_samples=500).iter_levels(linear(dim=5, probability=1e-3), seed=0))
+        >>> [s.level for s in states][:3], states[-1].done, states[-1].result.reached_failure
+        ([0, 1, 2], True, True)
+        """
+        cfg = self._validated()
+        if not isinstance(problem, RareEventProblem):
+            raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
+        cfg._check_memory(problem.dim)
+        return self._states(cfg, problem, seed)
+
+    def _states(self, cfg: SubsetSimulation, problem: RareEventProblem, seed: SeedLike) -> Iterator[LevelState]:
+        run = _Run(cfg, problem, as_generator(seed))
+        for diagnostics, n_queries, last in run.levels():
+            result = self._result(run, cfg, problem, seed) if last else None
+            yield LevelState(diagnostics, n_queries, cfg.n_samples, done=last, result=result)
+
     def estimate(
         self,
         problem: RareEventProblem,
         seed: SeedLike = None,
         callback: LevelCallback | None = None,
     ) -> EstimateResult:
-        """Estimate ``problem``'s failure probability.
+        """Estimate ``problem``'s failure probability: :meth:`iter_levels` run to its end.
 
         Parameters
         ----------
@@ -292,15 +318,16 @@ class SubsetSimulation:
             partial result, whose ``probability`` is the last level's probability
             times its failure fraction (0 when it holds no failure).
         """
-        cfg = self._validated()
-        if not isinstance(problem, RareEventProblem):
-            raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
-        cfg._check_memory(problem.dim)
-        rng = as_generator(seed)
-        run = _Run(cfg, problem, rng, callback)
-        result = run.execute()
+        for state in self.iter_levels(problem, seed):
+            if callback is not None:
+                callback(state.diagnostics)
+        assert state.result is not None  # the last state carries it
+        return state.result
+
+    def _result(self, run: _Run, cfg: SubsetSimulation, problem: RareEventProblem, seed: SeedLike) -> EstimateResult:
+        """The finished run as an :class:`EstimateResult` (warns when its evidence is thin)."""
         out = EstimateResult(
-            **result,
+            **run.outcome,
             method=self.method,
             n_samples=cfg.n_samples,
             level_probability=cfg.level_probability,
@@ -368,9 +395,8 @@ class _Run:
         config: SubsetSimulation,
         problem: RareEventProblem,
         rng: np.random.Generator,
-        callback: LevelCallback | None,
     ) -> None:
-        self.config, self.kernel, self.problem, self.rng, self.callback = config, config.kernel, problem, rng, callback
+        self.config, self.kernel, self.problem, self.rng = config, config.kernel, problem, rng
         self.n = config.n_samples
         self.n_queries = 0
         self.level_index = 0
@@ -405,56 +431,64 @@ class _Run:
         self.origin, self.origin_fixed = np.arange(n), level.population.n_failed() > 0
         self.origin_chains, self.origin_level = n, 0  # chains and index of the reference level
         self.diagnostics.append(LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, n, level.population.n_failed()))
-        if self.callback is not None:
-            self.callback(self.diagnostics[-1])
         return level
 
     def _stop_reason(self, cost: int) -> str | None:
         """Why the next level must not start (``max_levels`` or the query budget), with a warning."""
         cfg = self.config
-        if self.level_index + 1 >= cfg.max_levels:
+        reason = stop_before_level(self.level_index + 1, cfg.max_levels, self.n_queries, cost, cfg.max_queries)
+        if reason == "max_levels":
             warnings.warn(f"max_levels={cfg.max_levels} reached before the failure event", BudgetExhaustedWarning, stacklevel=5)
-            return "max_levels"
-        if cfg.max_queries is not None and self.n_queries + cost > cfg.max_queries:
+        elif reason == "budget":
             warnings.warn(
                 f"max_queries={cfg.max_queries} would be exceeded by level {self.level_index + 1} "
                 f"({self.n_queries} used, {cost} needed); returning a partial result",
                 BudgetExhaustedWarning,
                 stacklevel=5,
             )
-            return "budget"
-        return None
+        return reason
 
-    def execute(self) -> dict:
+    def levels(self) -> Iterator[tuple[LevelDiagnostics, int, bool]]:
+        """Build the levels one at a time: ``(diagnostics, model calls so far, last)`` for each.
+
+        A level is handed out once the next threshold is chosen (no model call), so whether it is
+        the last is known, and the next level's model calls are made only when the caller asks
+        for it.  Before the last one is handed out, :attr:`outcome` holds the result's fields.
+        """
         start = time.perf_counter()
         cfg, n = self.config, self.n
         level = self._first_level()
         min_failures = failures_to_stop(n, cfg.level_probability, cfg.stop_factor)
-        cumulative, scale, status = 1.0, self.kernel.initial_scale, "converged"
+        cumulative, scale = 1.0, self.kernel.initial_scale
         while True:
             pop = level.population
+            built = (self.diagnostics[-1], self.n_queries)
             choice = next_threshold(pop.flat_scores(), cfg.level_probability, min_failures, keys=pop.flat_keys())
             indicator = choice.contains(pop.score, pop.key)
             gamma = chain_correlation_factor(indicator, level.population.mask)
             if choice.is_failure_level:
                 cumulative *= choice.probability
                 self._add_level(choice, level, cumulative, gamma, final=True)
+                status = "converged"
                 if choice.stalled and choice.n_above == 0:
                     status = "stalled"
                     warnings.warn(_stall_message(self.level_index - 1, pop), StalledLevelWarning, stacklevel=4)
                 else:
                     self._record_lineage(level.population, indicator, choice.probability)
-                break
-            cost = n - choice.n_above if self._counts_seeds(level.population) else n
-            reason = self._stop_reason(cost)
+                self.outcome = self._finish(level, cumulative, status, start)
+                yield (*built, False)
+                yield self.diagnostics[-1], self.n_queries, True
+                return
+            reason = self._stop_reason(n - choice.n_above if self._counts_seeds(level.population) else n)
             if reason is not None:
-                status = reason
-                break
+                self.outcome = self._finish(level, cumulative, reason, start)
+                yield (*built, True)
+                return
+            yield (*built, False)
             self._record_lineage(level.population, indicator, choice.probability)
             level, scale = self._next_level(level, choice, scale)
             cumulative *= choice.probability
             self._add_level(choice, level, cumulative, gamma)
-        return self._finish(level, cumulative, status, start)
 
     def _finish(self, level: _Level, cumulative: float, status: str, start: float) -> dict:
         """The estimate, its CoV and the evidence behind it, from the last population."""
@@ -556,5 +590,3 @@ class _Run:
             stalled=choice.stalled,
         )
         self.diagnostics.append(diag)
-        if self.callback is not None:
-            self.callback(diag)
