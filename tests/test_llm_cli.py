@@ -11,9 +11,11 @@ pytest.importorskip("pyarrow")
 
 from typer.testing import CliRunner  # noqa: E402
 
+from scarce._atomic import _host  # noqa: E402
 from scarce.applications.llm.corpus import read_corpus, write_corpus  # noqa: E402
 from scarce.cli import app  # noqa: E402
 from test_llm_readers import jbb  # noqa: E402,F401  (the fixture: a small JailbreakBench tree)
+from test_run_results import _dead_pid  # noqa: E402
 
 runner = CliRunner()
 
@@ -36,11 +38,18 @@ def test_sweep_then_report_end_to_end(tmp_path, llm_corpus):
     result = invoke("report", "--run-dir", run_dir, "--out", tmp_path / "again")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "again" / "figures" / "accuracy.png").is_file()
-    # a rerun resumes: nothing to compute, the corpus is not even needed
+    # a rerun resumes: nothing to compute, the corpus is not even needed; a damaged task file and
+    # the temporary file of a killed write are said, and only that task is recomputed
+    damaged = sorted((run_dir / "tasks").glob("cell-*.json"))[0]
+    damaged.write_text(damaged.read_text()[:40])
+    (run_dir / "tasks" / f".x.json.w-{_host()}-{_dead_pid()}.ab.tmp").write_text("partial")
     result = invoke("sweep", "--corpus", tmp_path / "gone.parquet", "--run-dir", run_dir, "--preset", "tiny",
                     "--executor", "serial", "--set", "n_runs=3", "--no-report")
     assert result.exit_code == 0, result.output
     assert "26/26 cells finished" in result.output
+    assert f"warning: result file {damaged}" in result.output and "will be recomputed" in result.output
+    assert "removed 1 temporary file(s) left by writes an earlier run was killed in" in result.output
+    assert not list((run_dir / "tasks").glob(".*.tmp"))
 
 
 @pytest.mark.parametrize("args, message", [

@@ -99,3 +99,23 @@ def test_ragged_embeddings_are_refused(llm_corpus):
     bad.at[0, "embedding"] = np.zeros(3, np.float32)
     with pytest.raises(ScarceError, match="(?i)dimension|length|ragged|shape"):
         check_corpus(bad, require_embedding=True)
+
+
+def test_a_corpus_file_records_what_made_its_embeddings(tmp_path, llm_corpus):
+    import pyarrow.parquet as pq
+
+    from scarce.applications.llm.corpus import EMBEDDING_METADATA
+
+    frame = llm_corpus.copy()
+    frame.attrs["embedding"] = {"encoder": "minilm", "identity": '{"rendering": "User: <prompt>"}', "dimension": 8}
+    path = write_corpus(frame, tmp_path / "corpus.parquet")
+    assert read_corpus(path).attrs["embedding"] == frame.attrs["embedding"]
+    plain = write_corpus(llm_corpus, tmp_path / "plain.parquet")
+    assert "embedding" not in read_corpus(plain).attrs
+    # metadata that is not a JSON object is refused, by name, and never evaluated
+    table = pq.read_table(path)
+    for bad in (b"[1, 2]", b"not json", b"{" * 5000):
+        pq.write_table(table.replace_schema_metadata({**table.schema.metadata, EMBEDDING_METADATA: bad}),
+                       tmp_path / "bad.parquet")
+        with pytest.raises(ScarceError, match="embedding metadata is damaged"):
+            read_corpus(tmp_path / "bad.parquet")

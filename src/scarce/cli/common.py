@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import NoReturn
 
 import typer
@@ -49,3 +50,26 @@ def describe_os_error(error: OSError) -> str:
     reason = error.strerror or str(error) or type(error).__name__
     return (f"cannot access{where}: {reason} ({type(error).__name__}); check that the run directory is a "
             "writable directory with free space and a valid name")
+
+
+class run_warnings:
+    """Around a run: the library's statistical warnings stay quiet (the report carries them as
+    flags), but every damaged, partial or stale file that is recomputed is said on stderr."""
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        from scarce.errors import ScarceWarning
+        from scarce.experiments.store import CorruptResultWarning
+
+        self._catch = warnings.catch_warnings(record=True)
+        self.caught = self._catch.__enter__()
+        warnings.simplefilter("ignore", ScarceWarning)
+        warnings.simplefilter("always", CorruptResultWarning)
+        self._category = CorruptResultWarning
+        return self
+
+    def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+        self._catch.__exit__(*exc)
+        for caught in self.caught:
+            if issubclass(caught.category, self._category):
+                typer.echo(f"warning: {caught.message}", err=True)
+        return False

@@ -17,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, fail, stage_progress
+from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, fail, run_warnings, stage_progress
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Fleet-level jailbreak probability from embeddings of LLM conversations (paper section 6).")
@@ -106,10 +106,9 @@ def sweep(
 ) -> None:
     """Ruler families x percentiles x groups x eta x N, 20 cascade runs per cell, and the transfer."""
     import time
-    import warnings
 
     from scarce.applications.llm.sweep import LLMSweep, get_preset, parse_overrides
-    from scarce.errors import ScarceError, ScarceWarning
+    from scarce.errors import ScarceError
     from scarce.experiments.executors import executor_from_options
     from scarce.experiments.store import check_run_dir
 
@@ -126,8 +125,7 @@ def sweep(
             check_output_dir(Path(run_dir) / "report", "report directory", create=False)
         pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
         frame = _sweep_corpus(corpus, run_dir)
-        with pool, warnings.catch_warnings():
-            warnings.simplefilter("ignore", ScarceWarning)
+        with pool, run_warnings():
             run = LLMSweep(chosen, Path(run_dir), corpus=frame, executor=pool,
                            log=lambda m: typer.echo(m, err=True))
             with stage_progress() as progress:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, describe_os_error, fail, stage_progress
+from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, describe_os_error, fail, run_warnings, stage_progress
 
 
 def vision(
@@ -29,13 +29,12 @@ def vision(
     scheduler: Optional[str] = SCHEDULER,
 ) -> None:
     """MNIST misclassification under perturbation: SCARCE rulers vs margin SS, AMLS and Monte Carlo."""
-    import warnings
     from pathlib import Path
 
     from scarce.applications.vision.pipeline import build_context
     from scarce.applications.vision.problem import resolve_device
     from scarce.applications.vision.protocol import VisionRun, get_preset, parse_overrides
-    from scarce.errors import ScarceError, ScarceWarning
+    from scarce.errors import ScarceError
     from scarce.experiments.executors import executor_from_options
     from scarce.experiments.store import ResultStore, check_run_dir
 
@@ -48,9 +47,8 @@ def vision(
         resolve_device(device)  # before anything is written
         pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
         # connect first: an unreachable scheduler is an error before anything is written
-        with pool, warnings.catch_warnings():
+        with pool, run_warnings():
             ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
-            warnings.simplefilter("ignore", ScarceWarning)
             context = build_context(chosen, run_dir, data_dir=data_dir, log=lambda m: typer.echo(m, err=True),
                                     device=device)
             with stage_progress() as progress:

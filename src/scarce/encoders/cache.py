@@ -51,7 +51,7 @@ from typing import BinaryIO, Union
 
 import numpy as np
 
-from scarce._atomic import atomic_write_bytes
+from scarce._atomic import atomic_write_bytes, remove_stale_temporaries
 from scarce.errors import ScarceError, ScarceWarning, check_positive_int
 
 __all__ = ["CHECKSUM", "EmbeddingCache", "ProgressCallback", "cached_encode", "read_shard", "shard_checksum",
@@ -135,6 +135,7 @@ class EmbeddingCache:
         except OSError as exc:
             raise ScarceError(f"cache_dir {str(root)!r} cannot be created or written: {exc}") from None
         self._write_identity()
+        remove_stale_temporaries(self.directory)  # shards whose write an earlier run was killed in
         self._index: dict[str, tuple[Path, int]] = {}
         self._shards: dict[Path, _ShardState] = {}
         opened = _Opened(rejected=[])

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from scarce._atomic import atomic_write_text
+from scarce._atomic import atomic_write_text, remove_stale_temporaries
 from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = ["CorruptResultWarning", "ResultStore", "RunDirectoryError", "check_run_dir", "config_fingerprint", "provenance"]
@@ -192,6 +192,12 @@ class ResultStore:
                 indent=2, sort_keys=True))
         else:
             self._check_stored(stored, config_path)
+        #: temporary files of writes killed in an earlier run, removed on opening (see ``_atomic``)
+        self.removed_temporaries = sum(remove_stale_temporaries(self.root / sub) for sub in ("", "tasks", "errors", "cache"))
+        if self.removed_temporaries:
+            warnings.warn(f"run directory {str(self.root)!r}: removed {self.removed_temporaries} temporary file(s) "
+                          "left by writes an earlier run was killed in; their tasks are recomputed",
+                          CorruptResultWarning, stacklevel=2)
 
     def _check_stored(self, stored: Any, config_path: Path) -> None:
         """Refuse a damaged config.json, or one of another configuration (naming the keys)."""

@@ -59,6 +59,10 @@ _FILL: dict[str, Any] = {"behavior_id": "", "prompt": "", "response": "", "attac
 MAX_CORPUS_BYTES = 4 << 30
 #: The longest JSON Lines record read (one conversation with its embedding).
 MAX_LINE_BYTES = 64 << 20
+#: Parquet schema-metadata key under which a corpus file records what made its embeddings.
+EMBEDDING_METADATA = b"scarce.embedding"
+#: Bound on that metadata (a JSON object of a few hundred bytes in practice).
+MAX_EMBEDDING_METADATA_BYTES = 1 << 16
 
 
 def read_corpus(path: PathLike) -> pd.DataFrame:
@@ -108,10 +112,31 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         raise ScarceError(f"corpus file {str(path)!r} declares {declared:,} bytes of decoded data, more "
                           f"than the {MAX_CORPUS_BYTES:,} bytes a corpus table may have; it is not read")
     try:
-        return pd.read_parquet(path, page_checksum_verification=True)
+        frame = pd.read_parquet(path, page_checksum_verification=True)
     except Exception as exc:  # noqa: BLE001 - pyarrow and pandas raise many types on damaged data
         raise ScarceError(f"corpus file {str(path)!r}: its Parquet data cannot be decoded "
                           f"({type(exc).__name__}: {exc}); expected {expected}") from None
+    embedding = _embedding_metadata(metadata.metadata or {}, path)
+    if embedding is not None:
+        frame.attrs["embedding"] = embedding
+    return frame
+
+
+def _embedding_metadata(metadata: dict[bytes, bytes], path: Path) -> dict[str, Any] | None:
+    """What made a corpus file's embeddings, from its Parquet metadata (JSON only, never code)."""
+    raw = metadata.get(EMBEDDING_METADATA)
+    if raw is None:
+        return None
+    try:
+        if len(raw) > MAX_EMBEDDING_METADATA_BYTES:
+            raise ValueError(f"{len(raw):,} bytes, more than {MAX_EMBEDDING_METADATA_BYTES:,}")
+        value = json.loads(raw.decode("utf-8"))
+        if not isinstance(value, dict):
+            raise ValueError(f"a JSON {type(value).__name__}, not an object")
+    except (ValueError, RecursionError) as exc:
+        raise ScarceError(f"corpus file {str(path)!r}: its embedding metadata is damaged ({exc}); "
+                          "write the corpus again with 'scarce llm embed'") from None
+    return value
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
@@ -196,17 +221,29 @@ def check_corpus_output(path: Any) -> Path:
 def write_corpus(frame: pd.DataFrame, path: PathLike) -> Path:
     """Write a corpus table as Parquet, atomically; returns the path.
 
+    ``frame.attrs["embedding"]`` (what :func:`~scarce.applications.llm.embedding.embed_corpus`
+    records: the encoder, its identity with the rendering of the conversation, the dimension) is
+    kept in the file's metadata as JSON, and :func:`read_corpus` gives it back in ``attrs``.
+
     Raises
     ------
     ScarceError
         A table that fails :func:`check_corpus`, or a path :func:`check_corpus_output` refuses.
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = check_corpus_output(path)
     frame = check_corpus(frame)
     buffer = io.BytesIO()
     out = frame.copy()
     out.attrs = {}  # pandas attrs do not round-trip through pyarrow reliably; keep the table plain
-    out.to_parquet(buffer, index=False, write_page_checksum=True)  # verified by read_corpus
+    table = pa.Table.from_pandas(out, preserve_index=False)
+    embedding = frame.attrs.get("embedding")
+    if embedding:  # what made the embeddings (encoder, identity with its rendering, dimension)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               EMBEDDING_METADATA: json.dumps(embedding, sort_keys=True).encode()})
+    pq.write_table(table, buffer, write_page_checksum=True)  # verified by read_corpus
     try:
         atomic_write_bytes(path, buffer.getvalue())
     except OSError as exc:
