@@ -162,7 +162,8 @@ def test_run_directories_made_before_conditioning_existed_stay_resumable():
 
 
 def test_run_directories_made_before_runs_and_dense_truth_existed_stay_resumable():
-    from scarce.applications.vision.protocol import get_preset, task_key, task_seed
+    from scarce.applications.vision.protocol import get_preset, task_key
+    from scarce.applications.vision.protocol import vision_task_seed as task_seed
 
     config = get_preset("tiny").config()
     assert not {"n_runs", "truth_samples", "min_truth_failures"} & config.keys()

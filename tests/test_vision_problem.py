@@ -230,10 +230,14 @@ def test_set_overrides_are_typed_and_checked():
         parse_overrides(["n_evl=3"])
     with pytest.raises(ScarceError, match="key=value"):
         parse_overrides(["n_eval"])
-    with pytest.raises(ScarceError, match="scale takes a number"):
+    with pytest.raises(ScarceError, match=r"scale takes a value like 0.2 \(a finite number\)"):
         parse_overrides(["scale=abc"])
-    with pytest.raises(ScarceError, match="takes an integer"):
+    with pytest.raises(ScarceError, match=r"scale takes a value like"):
+        parse_overrides(["scale=nan"])  # one set of typing rules: no NaN or inf for a number
+    with pytest.raises(ScarceError, match=r"takes a value like 10000 \(an integer\)"):
         parse_overrides(["methods.smc_samples=1.5"])
+    with pytest.raises(ScarceError, match="given twice"):
+        parse_overrides(["n_eval=3", "n_eval=4"])
     with pytest.raises(ScarceError, match="unknown ruler in rulers 'centriod'"):
         get_preset("quick", **parse_overrides(["rulers=centriod"]))
 

@@ -40,8 +40,9 @@ import numpy as np
 
 from scarce.applications.llm.corpus import benign_mask, check_corpus, group_mask, group_names
 from scarce.applications.llm.fleet import Fleet, check_eta, reference_probability
-from scarce.errors import ScarceError, ScarceWarning, split_setting, unknown_name_error
+from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
 from scarce.experiments.executors import Executor, run_grid
+from scarce.experiments.settings import check_table, load_presets, parse_settings, task_seed
 from scarce.experiments.store import ResultStore
 from scarce.rulers.registry import LLM_FAMILIES, THRESHOLD_PERCENTILES
 
@@ -208,18 +209,16 @@ class SweepConfig:
         return [(f, p) for f in self.families for p in self.percentiles]
 
 
-PRESETS: dict[str, SweepConfig] = {
-    # The paper's grid on the JailbreakBench PAIR groups: 6 families x 4 percentiles x groups x
-    # 5 eta at N = 20,000, 20 runs per cell; the N sweep over 2k-50k; PAIR -> GCG transfer.
-    "paper": SweepConfig(name="paper"),
-    # A smaller grid for a first look (minutes on 2 cores).
-    "quick": SweepConfig(name="quick", n_samples=5000, n_runs=10, n_grid=(1000, 5000),
-                         transfer_etas=(1e-3,)),
-    # Seconds, for tests and smoke checks (not statistics).
-    "tiny": SweepConfig(name="tiny", families=("pc1", "centroid", "mah_bad"), percentiles=(75,),
-                        etas=(1e-3, 1e-1), n_samples=300, n_runs=2, n_grid=(200, 300),
-                        transfer_etas=(1e-3,)),
-}
+def _preset_from_table(name: str, table: dict[str, Any]) -> SweepConfig:
+    """One table of ``presets.toml`` as a :class:`SweepConfig` (names and types checked first)."""
+    from dataclasses import fields
+
+    defaults = {f.name: f.default for f in fields(SweepConfig) if f.name not in ("name", "allow_large")}
+    return SweepConfig(name=name, **check_table(table, defaults, f"LLM sweep preset {name!r} (presets.toml)"))
+
+
+#: The named presets of ``presets.toml`` (paper: the paper's grid; quick: minutes; tiny: tests).
+PRESETS: dict[str, SweepConfig] = load_presets("scarce.applications.llm", "presets.toml", _preset_from_table)
 
 
 def get_preset(name: str, **overrides: Any) -> SweepConfig:
@@ -232,8 +231,8 @@ def get_preset(name: str, **overrides: Any) -> SweepConfig:
 def parse_overrides(items: list[str], preset: str = "paper") -> dict[str, Any]:
     """``["n_runs=5", "etas=1e-3,1e-2", "families=pc1,centroid"]`` as :func:`get_preset` overrides.
 
-    Each value is read as the type of the preset's value (integer, number, true/false, text or a
-    comma-separated list of those); the ranges are checked by :class:`SweepConfig`.
+    Each value is read as the type of the preset's value by the rules of
+    :mod:`scarce.experiments.settings`; the ranges are checked by :class:`SweepConfig`.
 
     Raises
     ------
@@ -243,76 +242,8 @@ def parse_overrides(items: list[str], preset: str = "paper") -> dict[str, Any]:
     from dataclasses import fields
 
     base = PRESETS.get(preset, PRESETS["paper"])
-    allowed = sorted(f.name for f in fields(SweepConfig) if f.name != "name")
-    out: dict[str, Any] = {}
-    given: dict[str, str] = {}
-    for item in items:
-        key, text = split_setting(item, allowed, "sweep setting")
-        if key in given:
-            raise ScarceError(f"--set {key} is given twice ({given[key]!r} and {item!r}); give it once")
-        given[key] = item
-        current = getattr(base, key)
-        try:
-            out[key] = _coerce(text, current)
-        except (ValueError, OverflowError):
-            raise ScarceError(f"--set {key}={text!r}: {key} takes a value like {_example(current)} "
-                              f"({_kind(current)})") from None
-    return out
-
-
-def _kind(current: Any) -> str:
-    if isinstance(current, bool):
-        return "true or false"
-    if isinstance(current, int):
-        return "an integer"
-    if isinstance(current, float):
-        return "a finite number"
-    if isinstance(current, tuple):
-        kinds = {type(v) for v in current}
-        return ("a comma-separated list of " + ("integers" if kinds == {int} else "numbers"
-                                                if kinds == {float} else "names"))
-    return "a text"
-
-
-def _example(current: Any) -> str:
-    if isinstance(current, tuple):
-        return ",".join(map(str, current)) or "a,b"
-    return str(current).lower() if isinstance(current, bool) else str(current)
-
-
-def _integer(text: str) -> int:
-    """An integer written as ``12``, ``1e4`` or ``2000.0``; ``ValueError`` for anything else."""
-    number = float(text)
-    if not number.is_integer():
-        raise ValueError(text)
-    return int(text) if text.lstrip("+-").isdigit() else int(number)
-
-
-def _number(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError(text)
-    return number
-
-
-def _coerce(text: str, current: Any) -> Any:
-    if isinstance(current, bool):
-        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(text)
-        return text.lower() in ("true", "1", "yes")
-    if isinstance(current, int):
-        return _integer(text)
-    if isinstance(current, float):
-        return _number(text)
-    if isinstance(current, tuple):
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        kinds = {type(v) for v in current}
-        if kinds == {int}:
-            return tuple(_integer(t) for t in items)
-        if kinds == {float}:
-            return tuple(_number(t) for t in items)
-        return tuple(items)
-    return text
+    current = {f.name: getattr(base, f.name) for f in fields(SweepConfig) if f.name != "name"}
+    return parse_settings(items, current, "sweep setting")
 
 
 # ----------------------------------------------------------------------------------------- set-up
@@ -562,7 +493,7 @@ class LLMSweep:
             task = {"stage": stage, "family": family, "percentile": p, "group": group,
                     "eta": float(eta), "n_samples": n, "n_runs": cfg.n_runs,
                     "level_probability": cfg.level_probability, "stop_factor": cfg.stop_factor,
-                    "count_seeds": cfg.count_seeds, "seed": [cfg.seed, zlib.crc32(key.encode())]}
+                    "count_seeds": cfg.count_seeds, "seed": [int(x) for x in task_seed(cfg.seed, key).entropy]}
             if key in cells and not _same_cell(cells[key], task):
                 first = cells[key]
                 raise ScarceError(f"two cells share the key {key!r}: {first['stage']} "

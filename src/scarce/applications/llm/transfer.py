@@ -37,6 +37,7 @@ import numpy as np
 from scarce.applications.llm.corpus import benign_mask, check_corpus, group_mask, group_names
 from scarce.applications.llm.fleet import Fleet, check_eta, reference_probability
 from scarce.errors import ScarceError, ScarceWarning, check_positive_int, unknown_name_error
+from scarce.experiments.settings import task_seed
 
 __all__ = ["TransferConfig", "best_per_pair", "transfer_matrix"]
 
@@ -190,7 +191,7 @@ def _group_cells(fitted: dict[str, tuple[np.ndarray, float]], source: str, group
         for eta in config.etas:
             p_ref = reference_probability(labels, eta, seed=zlib.crc32(group.encode())).probability
             key = f"{source}->{group}-{variant}-eta{eta!r}"
-            seed = np.random.SeedSequence([config.seed, zlib.crc32(key.encode())])
+            seed = task_seed(config.seed, key)
             fleet = Fleet.from_scores(scores[benign], scores[rows], eta)
             out.append({"fitted": source, "applied": group, "records": int(rows.sum()),
                         "jailbreaks": int(labels.sum()), "variant": variant, "eta": eta, "threshold": tau,

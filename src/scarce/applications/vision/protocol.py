@@ -14,8 +14,6 @@ the seed index and the method, so results do not depend on the order tasks run i
 
 from __future__ import annotations
 
-import math
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -24,15 +22,16 @@ from typing import Any
 import numpy as np
 
 from scarce.applications.vision.methods import MethodSettings, display_name, run_method
-from scarce.errors import ScarceError, split_setting, unknown_name_error
+from scarce.errors import ScarceError, unknown_name_error
 from scarce.experiments.executors import Executor, run_grid
+from scarce.experiments.settings import check_table, load_presets, nest, parse_settings, task_seed
 from scarce.experiments.store import ResultStore
 from scarce.rulers import VISION_RULERS
 
 #: Values of ``VisionPreset.conditioning``: rulers pooled over all classes, or one per class.
 CONDITIONINGS = ("none", "class")
 
-__all__ = ["PRESETS", "VisionPreset", "VisionRun", "get_preset", "parse_overrides", "task_seed"]
+__all__ = ["PRESETS", "VisionPreset", "VisionRun", "get_preset", "parse_overrides", "vision_task_seed"]
 
 STAGES = {"smc": 0, "screen": 1, "eval": 2, "truth": 3}
 QUICK_CLASSIFIER = {"conv1_channels": 16, "conv2_channels": 32, "hidden": 64}
@@ -189,34 +188,28 @@ def _check_classifier(settings: Any) -> dict[str, Any]:
     return plain
 
 
-PRESETS: dict[str, VisionPreset] = {
-    # The embedded default: the `make demo` job (1 min 21 s to 1 min 38 s on 2 cores with
-    # training, process pool).
-    "quick": VisionPreset(
-        name="quick", scale=0.2, n_candidates=150, n_screen=4, n_eval=10, n_train_seeds=16,
-        harvest_samples=1000, harvest_max_queries=6000,
-        # held-out seeds: 3 runs of each method, against 4e5-sample Monte Carlo with >= 100
-        # failures (probabilities from about 2.5e-4 to max_probability)
-        n_runs=3, truth_samples=400_000, min_truth_failures=100,
-        methods=MethodSettings(smc_samples=10_000, ss_samples=1000, max_levels=8, amls_samples=500,
-                               amls_steps=10),
-    ),
-    # Full MNIST, 50 screening + 100 held-out seeds, 1e6 Monte Carlo samples per seed, AMLS with
-    # the published 250 Metropolis-Hastings steps: meant for the scale-out runner or a GPU.
-    "paper": VisionPreset(
-        name="paper", data="mnist", classifier={}, n_candidates=400, n_screen=50, n_eval=100, n_train_seeds=200,
-        methods=MethodSettings(smc_samples=1_000_000, ss_samples=2000,
-                               amls_samples=1000, amls_steps=250),
-    ),
-    # A tiny run for tests and smoke checks (seconds, not statistics).
-    "tiny": VisionPreset(
-        name="tiny", scale=0.35, max_probability=1.0, n_candidates=6, n_screen=2, n_eval=2, top_k=2, n_train_seeds=4,
-        harvest_samples=300, harvest_max_queries=3000, rulers=("centroid", "mah_bad", "centroid_rot_090deg"),
-        methods=MethodSettings(smc_samples=5000, smc_batch=5000, ss_samples=300, amls_samples=200,
-                               amls_steps=5, max_levels=8),
-        classifier={**QUICK_CLASSIFIER, "epochs": 1, "min_steps": 60},
-    ),
-}
+def _defaults(cls: type) -> dict[str, Any]:
+    """A dataclass's fields with their default values (a default factory called)."""
+    from dataclasses import MISSING, fields
+
+    return {f.name: f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+            for f in fields(cls) if f.default is not MISSING or f.default_factory is not MISSING}
+
+
+def _preset_from_table(name: str, table: dict[str, Any]) -> VisionPreset:
+    """One table of ``presets.toml`` as a :class:`VisionPreset` (names and types checked first)."""
+    where = f"vision preset {name!r} (presets.toml)"
+    table = dict(table)
+    methods = check_table(table.pop("methods", {}), _defaults(MethodSettings), f"{where}, [methods]")
+    extra = {}
+    if "classifier" in table:  # checked by building its ClassifierConfig (VisionPreset.__post_init__)
+        extra["classifier"] = check_table({"classifier": table.pop("classifier")}, {"classifier": {}}, where)["classifier"]
+    top = {k: v for k, v in _defaults(VisionPreset).items() if k not in ("methods", "classifier", "allow_large")}
+    return VisionPreset(name=name, methods=MethodSettings(**methods), **extra, **check_table(table, top, where))
+
+
+#: The named presets of ``presets.toml`` (quick: the demo; paper: full MNIST; tiny: tests).
+PRESETS: dict[str, VisionPreset] = load_presets("scarce.applications.vision", "presets.toml", _preset_from_table)
 
 
 def get_preset(name: str, **overrides: Any) -> VisionPreset:
@@ -239,74 +232,36 @@ def _check_names(kind: str, given: dict[str, Any], allowed: list[str]) -> None:
             raise unknown_name_error(kind, str(key), allowed)
 
 
-def _coerce(key: str, text: str, current: Any) -> Any:
-    """``text`` read as the type of the field's current value (bool, int, float, str, tuple)."""
-    kind = {bool: "boolean", int: "an integer", float: "a number", tuple: "a comma-separated list"}.get(
-        type(current), "a string")
-    try:
-        if isinstance(current, bool):
-            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError
-            return text.lower() in ("true", "1", "yes")
-        if isinstance(current, int):
-            return int(text)
-        if isinstance(current, float):
-            return float(text)
-        if isinstance(current, tuple):
-            return tuple(item.strip() for item in text.split(",") if item.strip())
-    except ValueError:
-        raise ScarceError(f"--set {key}={text!r}: {key} takes {kind}, "
-                          f"like its preset value {current!r}") from None
-    return text
-
-
 def parse_overrides(items: Iterable[str], preset: str = "quick") -> dict[str, Any]:
     """``["n_eval=4", "methods.smc_samples=1e5", "classifier.epochs=2"]`` as :func:`get_preset` overrides.
 
     Keys are the fields of :class:`VisionPreset`; ``methods.<field>`` sets a field of
     :class:`MethodSettings` and ``classifier.<field>`` a field of the classifier configuration.
-    Values are read as the type of the preset's current value (integers also as ``1e5``;
-    rulers as a comma-separated list). Unknown keys get a "did you mean".
+    Values are read as the type of the preset's current value, by the rules of
+    :mod:`scarce.experiments.settings`. Unknown keys get a "did you mean".
     """
     from dataclasses import fields
 
     from scarce.applications.vision.classifier import ClassifierConfig
 
     base = PRESETS[preset] if preset in PRESETS else PRESETS["quick"]
-    top = {f.name for f in fields(VisionPreset)} - {"name", "methods", "classifier"}
-    nested = {"methods": {f.name: getattr(base.methods, f.name) for f in fields(MethodSettings)},
-              "classifier": {f.name: f.default for f in fields(ClassifierConfig)} | dict(base.classifier)}
-    allowed = sorted(top) + [f"{group}.{name}" for group, names in nested.items() for name in names]
-    out: dict[str, Any] = {}
-    for item in items:
-        key, text = split_setting(item, allowed, "preset setting")
-        group, _, name = key.rpartition(".")
-        current = nested[group][name] if group else getattr(base, name)
-        if isinstance(current, int) and not isinstance(current, bool) and "e" in text.lower():
-            try:
-                number = float(text)
-            except ValueError:
-                number = math.nan
-            if not number.is_integer():
-                raise ScarceError(f"--set {key}={text!r}: {key} takes an integer")
-            text = str(int(number))
-        value = _coerce(key, text, current)
-        if group:
-            out.setdefault(group, {})[name] = value
-        else:
-            out[name] = value
+    current = {f.name: getattr(base, f.name) for f in fields(VisionPreset)
+               if f.name not in ("name", "methods", "classifier")}
+    current.update({f"methods.{f.name}": getattr(base.methods, f.name) for f in fields(MethodSettings)})
+    classifier = {f.name: f.default for f in fields(ClassifierConfig)} | dict(base.classifier)
+    current.update({f"classifier.{k}": v for k, v in classifier.items()})
+    out = nest(parse_settings(items, current, "preset setting"))
     if "classifier" in out:
         out["classifier"] = {**base.classifier, **out["classifier"]}
     return out
 
 
-def task_seed(base: int, stage: str, seed_index: int, method: str, run: int = 0) -> np.random.SeedSequence:
-    """The seed of one task: a function of what the task is, never of when it runs.
+def vision_task_seed(base: int, stage: str, seed_index: int, method: str, run: int = 0) -> np.random.SeedSequence:
+    """The seed of one task (:func:`scarce.experiments.settings.task_seed` of stage, seed and method).
 
     Run 0 keeps the seed it had before tasks had runs, so older run directories resume.
     """
-    label = method if run == 0 else f"{method}#run{run}"
-    return np.random.SeedSequence([base, STAGES[stage], seed_index, zlib.crc32(label.encode())])
+    return task_seed(base, STAGES[stage], seed_index, method if run == 0 else f"{method}#run{run}")
 
 
 def task_key(stage: str, seed_index: int, method: str, run: int = 0) -> str:
@@ -329,7 +284,7 @@ def _vision_task(task: tuple[str, int, str, int, int],
     image, label = ctx.seed(seed_index)
     settings = truth_methods if stage == "truth" else methods
     result, timing = run_method(method, ctx.model, image, label, ctx.noise, settings, rulers=ctx.rulers,
-                                seed=task_seed(base, stage, seed_index, method, run))
+                                seed=vision_task_seed(base, stage, seed_index, method, run))
     return {"stage": stage, "seed_index": seed_index, "label": label, "method": method, "run": run,
             "result": result.to_dict(), "timing": timing}
 
@@ -384,7 +339,7 @@ class VisionRun:
         tasks = {task_key(stage, i, m, r): (stage, i, m, self.preset.seed, r) for i, m in jobs for r in range(runs)}
         labels = {key: f"seed {i} {display_name(m)}" + (f" run {r + 1}" if runs > 1 else "")
                   for key, (_, i, m, _, r) in tasks.items()}
-        seeds = {key: _seed_record(task_seed(self.preset.seed, stage, i, m, r))
+        seeds = {key: _seed_record(vision_task_seed(self.preset.seed, stage, i, m, r))
                  for key, (_, i, m, _, r) in tasks.items()}
 
         def progress(done: int, total: int, key: str) -> None:

@@ -1,0 +1,97 @@
+"""One experiment-settings layer: presets as data files, one --set parser, one task-seed rule."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from scarce.errors import ScarceError
+from scarce.experiments.settings import check_table, coerce_setting, load_presets, nest, parse_settings, task_seed
+
+
+@pytest.mark.parametrize("text, current, value", [
+    ("12", 3, 12), ("1e4", 3, 10_000), ("2000.0", 3, 2000), ("0.25", 0.5, 0.25), ("3", 0.5, 3.0),
+    ("yes", False, True), ("false", True, False), ("abc", "x", "abc"),
+    ("a, b", ("x",), ("a", "b")), ("1,2", (3,), (1, 2)), ("1e-3,0.1", (0.5,), (1e-3, 0.1)),
+])
+def test_one_set_of_typing_rules(text, current, value):
+    out = coerce_setting("k", text, current)
+    assert out == value and type(out) is type(value)
+
+
+@pytest.mark.parametrize("text, current, kind", [
+    ("0.5", 3, "an integer"), ("nan", 0.5, "a finite number"), ("inf", 0.5, "a finite number"),
+    ("maybe", True, "true or false"), ("1,x", (3,), "a comma-separated list of integers"),
+])
+def test_a_value_of_the_wrong_type_names_the_key_and_the_type(text, current, kind):
+    with pytest.raises(ScarceError, match=rf"--set k={text!r}: k takes a value like .* \({kind}\)"):
+        coerce_setting("k", text, current)
+
+
+def test_parse_settings_checks_names_and_duplicates_and_nests_groups():
+    current = {"n_runs": 20, "methods.ss_samples": 2000, "etas": (1e-3,)}
+    flat = parse_settings(["n_runs=5", "methods.ss_samples=1e3"], current)
+    assert nest(flat) == {"n_runs": 5, "methods": {"ss_samples": 1000}}
+    with pytest.raises(ScarceError, match="Did you mean 'n_runs'"):
+        parse_settings(["n_run=5"], current)
+    with pytest.raises(ScarceError, match="given twice"):
+        parse_settings(["n_runs=5", "n_runs=6"], current)
+
+
+def test_task_seeds_are_the_rule_both_applications_had():
+    # vision: [base, stage number, seed index, crc32(method)]; LLM: [base, crc32(cell key)]
+    assert task_seed(3, 2, 17, "ss_margin").entropy == [3, 2, 17, zlib.crc32(b"ss_margin")]
+    assert task_seed(0, "cell-pc1").entropy == [0, zlib.crc32(b"cell-pc1")]
+    assert isinstance(task_seed(0), np.random.SeedSequence)
+
+
+def test_a_preset_table_is_checked_by_name_type_and_required_keys():
+    defaults = {"n_runs": 20, "scale": 0.2, "rulers": ("a",), "head": False}
+    assert check_table({"n_runs": 3, "scale": 1, "rulers": ["b"]}, defaults, "p") == \
+        {"n_runs": 3, "scale": 1.0, "rulers": ("b",)}
+    with pytest.raises(ScarceError, match="Did you mean 'n_runs'"):
+        check_table({"n_run": 3}, defaults, "preset 'x'")
+    with pytest.raises(ScarceError, match=r"preset 'x': n_runs = '3' \(str\); n_runs takes an integer"):
+        check_table({"n_runs": "3"}, defaults, "preset 'x'")
+    with pytest.raises(ScarceError, match="head = 1 .* takes true or false"):
+        check_table({"head": 1}, defaults, "preset 'x'")
+    with pytest.raises(ScarceError, match=r"lacks the required setting\(s\) \['scale'\]"):
+        check_table({"n_runs": 3}, defaults, "preset 'x'", required=["scale"])
+
+
+def test_the_shipped_preset_files_load_and_a_broken_file_is_named(tmp_path, monkeypatch):
+    from scarce.applications.llm.sweep import PRESETS as llm
+    from scarce.applications.vision.protocol import PRESETS as vision
+
+    assert set(vision) == {"quick", "paper", "tiny"} and set(llm) == {"paper", "quick", "tiny"}
+    assert vision["quick"].n_runs == 3 and vision["paper"].classifier == {} and llm["tiny"].percentiles == (75,)
+    package = tmp_path / "fakepresets"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "presets.toml").write_text("[a]\nn = 1\n[b\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ScarceError, match="fakepresets/presets.toml cannot be read"):
+        load_presets("fakepresets", "presets.toml", lambda name, table: table)
+    (package / "presets.toml").write_text("n = 1\n")
+    with pytest.raises(ScarceError, match="is not a preset table"):
+        load_presets("fakepresets", "presets.toml", lambda name, table: table)
+
+
+@pytest.mark.parametrize("app, name, fingerprint", [
+    ("vision", "quick", "502f9c358de1b0123d8785e738f46b4bcbf9c2e08aa6f566fb5f8485d940687c"),
+    ("vision", "paper", "17c9afe782c29cd45770f9689ac0bf7bd425795112da40f5368d3cf02a9042c1"),
+    ("vision", "tiny", "a268b6a75a38bd1c155e35feb006ec59a3821d3d122ee741b88e71c4cbaadf25"),
+    ("llm", "paper", "81dbed979f7541d7789c9c1dbdcb905731241d924d48e615ccbc3a3bdab41dce"),
+    ("llm", "quick", "45521f148cb5633f2ea67164be057db708b30c948b39c632a26f1e8bc1f6a323"),
+    ("llm", "tiny", "be632bc6647ffd25d416ca439c52fd9865214022aa96a9b48b9e2005ec3f91c9"),
+])
+def test_presets_read_from_files_are_the_configurations_run_directories_were_made_with(app, name, fingerprint):
+    """The fingerprints of the presets as Python code defined them before they became data files:
+    a run directory made then still resumes, with the same task seeds and so the same numbers."""
+    from scarce.applications.llm.sweep import PRESETS as llm
+    from scarce.applications.vision.protocol import PRESETS as vision
+    from scarce.experiments.store import config_fingerprint
+
+    assert config_fingerprint({"vision": vision, "llm": llm}[app][name].config()) == fingerprint
