@@ -2,6 +2,7 @@
 
 from scarce.estimators.amls import AMLS
 from scarce.estimators.montecarlo import MonteCarlo
+from scarce.estimators.registry import available_estimators, make_estimator, register_estimator
 from scarce.estimators.subset import SubsetSimulation
 
-__all__ = ["AMLS", "MonteCarlo", "SubsetSimulation"]
+__all__ = ["AMLS", "MonteCarlo", "SubsetSimulation", "available_estimators", "make_estimator", "register_estimator"]
