@@ -286,8 +286,8 @@ def _vision(args: list[str], tmp_path: Path):
     ("methods.smc_samples=1e9", "model queries.*methods.smc_samples.*allow_large=true"),
     ("n_train_seeds=1e18", "GiB of memory.*n_train_seeds.*allow_large=true"),
     ("classifier.conv1_channels=100000", "GiB of memory.*classifier.*allow_large=true"),
-    ("methods.level_probability=nan", "methods.level_probability must be a finite number"),
-    ("scale=nan", "scale=nan"),
+    ("methods.level_probability=nan", r"methods.level_probability takes a value like 0.1 \(a finite number\)"),
+    ("scale=nan", r"scale='nan': scale takes a value like 0.35 \(a finite number\)"),
 ])
 def test_vision_bad_or_oversized_settings_are_refused_before_any_work(tmp_path, setting, message):
     start = time.perf_counter()

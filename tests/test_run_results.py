@@ -43,3 +43,25 @@ def test_temporary_files_of_killed_writes_are_removed_when_the_run_resumes(tmp_p
 def test_an_atomic_write_names_its_writer_and_leaves_no_temporary_file(tmp_path):
     atomic_write_text(tmp_path / "f.json", "{}")
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_chunked_monte_carlo_counts_the_model_calls_of_its_checkpoint_probe(tmp_path):
+    import numpy as np
+
+    from scarce import RareEventProblem
+    from scarce.experiments.montecarlo import PROBE_POINTS, ChunkedMonteCarlo
+
+    rows = []
+
+    def evaluate(x):  # type: ignore[no-untyped-def]
+        rows.append(x.shape[0])
+        return x[:, 0], x[:, 0] >= 2.0
+
+    problem = RareEventProblem(2, evaluate, name="counted")
+    result = ChunkedMonteCarlo(n_samples=20_000, chunk_size=10_000).estimate(problem, seed=0,
+                                                                          checkpoint_dir=tmp_path / "mc")
+    assert result.n_samples == 20_000 and result.n_queries == sum(rows) == 20_000 + 2 * PROBE_POINTS
+    assert result.info["probe_queries"] == 2 * PROBE_POINTS
+    rows.clear()  # without checkpoints there is no probe
+    assert ChunkedMonteCarlo(n_samples=20_000, chunk_size=10_000).estimate(problem, seed=0).n_queries == sum(rows)
+    assert np.isclose(result.probability, result.n_failed / 20_000)

@@ -227,7 +227,10 @@ class ChunkedMonteCarlo:
         label, dim = _identity(problem, name)
         start = time.perf_counter()
         store: Any = _MemoryStore()
+        probe_queries = 0  # the probe's model calls (twice PROBE_POINTS): counted, not samples
         if checkpoint_dir is not None:
+            if identity is None:
+                probe_queries = 2 * PROBE_POINTS
             config = {"kind": "chunked_monte_carlo", "format": 2, "problem": label, "dim": dim,
                       "fingerprint": _fingerprint(problem, executor, dtype) if identity is None
                       else f"identity:{_check_identity(identity)}", "seed": entropy,
@@ -238,13 +241,17 @@ class ChunkedMonteCarlo:
                             seeds={key: {"entropy": entropy, "spawn_key": [task[0]]} for key, task in tasks.items()})
         _check_complete(store, tasks, payloads)
         return _reduce(payloads, label, time.perf_counter() - start, entropy=entropy, batch_size=batch,
-                       chunks=len(sizes), chunk_size=int(self.chunk_size), dtype=dtype,
+                       chunks=len(sizes), chunk_size=int(self.chunk_size), dtype=dtype, probe_queries=probe_queries,
                        checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir))
 
 
 def _reduce(payloads: Mapping[str, Mapping[str, Any]], label: str, wall: float, *, entropy: list[int],
             **info: Any) -> EstimateResult:
-    """The Monte Carlo result of all chunks: failures and samples summed."""
+    """The Monte Carlo result of all chunks: failures and samples summed.
+
+    ``n_queries`` adds the probe's model calls to the samples: every point the model evaluated is
+    counted, though only the samples enter the estimate (``n_samples``).
+    """
     n = sum(int(p["n_samples"]) for p in payloads.values())
     failures = sum(int(p["n_failed"]) for p in payloads.values())
     p_hat = failures / n
@@ -254,13 +261,14 @@ def _reduce(payloads: Mapping[str, Mapping[str, Any]], label: str, wall: float, 
         correlation_factor=0.0, cov=cov, n_queries=n, n_failed=failures,
     )
     return EstimateResult(
-        method=ChunkedMonteCarlo.method, probability=p_hat, cov=cov, n_queries=n, n_samples=n, n_failed=failures,
+        method=ChunkedMonteCarlo.method, probability=p_hat, cov=cov, n_queries=n + info["probe_queries"],
+        n_samples=n, n_failed=failures,
         reached_failure=True, status="converged", levels=(level,), wall_time=wall,
         level_probability=None, interval="clopper-pearson", problem=label,
         info={"seed": {"entropy": entropy}, "batch_size": info["batch_size"], "chunks": info["chunks"],
               "chunk_size": info["chunk_size"], "dtype": info["dtype"],
               "chunk_seconds": float(sum(float(p["wall"]) for p in payloads.values())),
-              "checkpoint_dir": info["checkpoint_dir"]},
+              "checkpoint_dir": info["checkpoint_dir"], "probe_queries": info["probe_queries"]},
     )
 
 
