@@ -65,3 +65,32 @@ def test_chunked_monte_carlo_counts_the_model_calls_of_its_checkpoint_probe(tmp_
     rows.clear()  # without checkpoints there is no probe
     assert ChunkedMonteCarlo(n_samples=20_000, chunk_size=10_000).estimate(problem, seed=0).n_queries == sum(rows)
     assert np.isclose(result.probability, result.n_failed / 20_000)
+
+
+def _task(task):  # type: ignore[no-untyped-def]
+    if task == "bad":
+        raise ValueError("a task that breaks")
+    if task == "settings":
+        from scarce.errors import ScarceError
+
+        raise ScarceError("bad settings")
+    return {"value": task}
+
+
+def test_a_run_stage_stores_resumes_labels_progress_and_records_errors(tmp_path):
+    from scarce.errors import ScarceError
+    from scarce.experiments.run import Run
+
+    seen = []
+    run = Run(ResultStore(tmp_path / "run", {"name": "x"}), progress=lambda *a: seen.append(a))
+    tasks = {"t1": 1, "t2": "bad", "t3": 3}
+    out = run.stage("first", _task, tasks, labels={"t1": "task one"}, seeds={"t1": [0, 1]})
+    assert out == {"t1": {"value": 1}, "t3": {"value": 3}}
+    assert ("first", 1, 3, "task one") in seen and seen[-1] == ("first", 3, 3, "done")
+    assert set(run.errors(tasks)) == {"t2"} and run.errors({"t1": 0}) == {}
+    seen.clear()
+    assert run.stage("first", _task, {"t1": 1, "t3": 3}) == out | {}  # resumed: nothing recomputed
+    assert seen == [("first", 2, 2, "done")]  # everything was stored: one report, no call
+    with pytest.raises(ScarceError, match="bad settings"):
+        run.stage("second", _task, {"s": "settings", "t4": 4})
+    assert "s" in run.errors()

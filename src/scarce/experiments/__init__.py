@@ -1,1 +1,2 @@
-"""Experiments: run directories, result stores and (later) executors for grids of tasks."""
+"""Experiments: settings and presets (settings), run directories (store), where tasks run (executors),
+one run of stages over them (run), and chunked Monte Carlo ground truth (montecarlo)."""

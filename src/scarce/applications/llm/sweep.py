@@ -41,7 +41,8 @@ import numpy as np
 from scarce.applications.llm.corpus import benign_mask, check_corpus, group_mask, group_names
 from scarce.applications.llm.fleet import Fleet, check_eta, reference_probability
 from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
-from scarce.experiments.executors import Executor, run_grid
+from scarce.experiments.executors import Executor
+from scarce.experiments.run import Run
 from scarce.experiments.settings import check_table, load_presets, parse_settings, task_seed
 from scarce.experiments.store import ResultStore
 from scarce.rulers.registry import LLM_FAMILIES, THRESHOLD_PERCENTILES
@@ -530,14 +531,10 @@ class LLMSweep:
         setup = self.setup()
         tasks = self.tasks()
 
-        def progress(done: int, total: int, key: str) -> None:
-            if self.progress is not None:
-                self.progress("cells", done, total, "done" if done == total else key)
-
-        seeds = {key: task["seed"] for key, task in tasks.items()}
-        payloads = run_grid(self.store, self.executor, _cell_task, tasks, shared=setup, seeds=seeds,
-                            progress=progress, abort_on=(ScarceError,))
-        errors = {key: error for key, error in self.store.errors().items() if key in tasks}
+        runner = Run(self.store, self.executor, self.progress)
+        payloads = runner.stage("cells", _cell_task, tasks, seeds={key: task["seed"] for key, task in tasks.items()},
+                                shared=setup)
+        errors = runner.errors(tasks)
         return {"cells": len(tasks), "finished": len(payloads), "failed": len(tasks) - len(payloads),
                 "errors": errors, "errors_dir": str(self.store.root / "errors")}
 

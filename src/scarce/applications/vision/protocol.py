@@ -23,7 +23,8 @@ import numpy as np
 
 from scarce.applications.vision.methods import MethodSettings, display_name, run_method
 from scarce.errors import ScarceError, unknown_name_error
-from scarce.experiments.executors import Executor, run_grid
+from scarce.experiments.executors import Executor
+from scarce.experiments.run import Run
 from scarce.experiments.settings import check_table, load_presets, nest, parse_settings, task_seed
 from scarce.experiments.store import ResultStore
 from scarce.rulers import VISION_RULERS
@@ -342,13 +343,8 @@ class VisionRun:
         seeds = {key: _seed_record(vision_task_seed(self.preset.seed, stage, i, m, r))
                  for key, (_, i, m, _, r) in tasks.items()}
 
-        def progress(done: int, total: int, key: str) -> None:
-            if self.progress is not None:
-                self.progress(stage, done, total, "done" if done == total else labels.get(key, key))
-
-        payloads = run_grid(self.store, self.executor, _vision_task, tasks, shared=self._shared(),
-                            seeds=seeds, progress=progress, abort_on=(ScarceError,))
-        return list(payloads.values())
+        runner = Run(self.store, self.executor, self.progress)
+        return list(runner.stage(stage, _vision_task, tasks, seeds=seeds, labels=labels, shared=self._shared()).values())
 
     # -- stages ----------------------------------------------------------------------------
     def candidates(self) -> list[int]:
