@@ -2,8 +2,38 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+#: The repository, and the shared data beside it (absent on a clean machine: tests using it skip).
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+#: Test folders whose tests take more than a few seconds each (marked ``slow``: ``-m "not slow"``
+#: runs the rest in well under a minute).
+SLOW_FOLDERS = ("statistical", "applications")
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        if any(folder in parts for folder in SLOW_FOLDERS) or item.fspath.basename.endswith("_properties.py"):
+            item.add_marker(pytest.mark.slow)
+
+
+def dead_pid() -> int:
+    """The pid of a process that has just ended."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True, check=True)
+    return int(child.stdout)
+
+
+# -- a small JailbreakBench tree ------------------------------------------------------------------
 
 
 def synthetic_corpus(seed: int = 0, dim: int = 8):
@@ -46,3 +76,42 @@ def with_bad_embedding(corpus, row: int, column: int, value: float):
 @pytest.fixture
 def llm_corpus():
     return synthetic_corpus()
+
+
+def entry(index, prompt, jailbroken, response="ok"):
+    return {"index": index, "goal": f"goal {index}", "behavior": "b", "category": "Privacy",
+            "prompt": prompt, "response": response, "jailbroken": jailbroken,
+            "jailbroken_llama_guard1": False}
+
+
+def write_artifact(root, method, attack_type, model, entries, stated):
+    path = root / "attack-artifacts" / method / attack_type / f"{model}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parameters = {"method": method, "model": model, "attack_type": attack_type,
+                  "total_number_of_jailbreaks": stated}
+    path.write_text(json.dumps({"parameters": parameters, "jailbreaks": entries}))
+    return path
+
+
+def write_behaviors(root, kind, goals):
+    path = root / "behaviors" / f"{kind}-behaviors.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["index,goal,target,behavior,category,source"]
+    lines += [f'{i},"{g}","Sure, {g}",B,Cat,Original' for i, g in enumerate(goals)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def jbb(tmp_path):
+    """A small JailbreakBench tree: PAIR (one failed entry, a stale stated total), GCG, behaviours."""
+    root = tmp_path / "jailbreakbench"
+    # PAIR: entry 1 failed (no prompt, response null); the stated total (3) is stale: the flags say 1.
+    write_artifact(root, "PAIR", "black_box", "vicuna-13b-v1.5",
+                   [entry(0, "p0", True), entry(1, None, False, response=None), entry(2, "p2", False)],
+                   stated=3)
+    write_artifact(root, "GCG", "transfer", "gpt-4", [entry(0, "g0", False), entry(1, "g1", True)], stated=2)
+    (root / "attack-artifacts" / "PAIR" / "attack-info.json").write_text("{}")  # not an artifact
+    write_behaviors(root, "benign", ["Write a poem", "Bake, then eat"])
+    write_behaviors(root, "harmful", ["goal 0", "goal 1", "goal 2"])
+    return root

@@ -173,9 +173,18 @@ def stop_before_level(next_level: int, max_levels: int, n_queries: int, cost: in
     """
     if next_level >= max_levels:
         return "max_levels"
-    if max_queries is not None and n_queries + cost > max_queries:
+    if exceeds_budget(n_queries, cost, max_queries):
         return "budget"
     return None
+
+
+def exceeds_budget(n_queries: int, cost: int, max_queries: int | None) -> bool:
+    """Whether ``cost`` more model calls would take the ``n_queries`` made past ``max_queries``.
+
+    >>> exceeds_budget(5000, 1800, 6000), exceeds_budget(5000, 1000, 6000), exceeds_budget(5000, 1, None)
+    (True, False, False)
+    """
+    return max_queries is not None and n_queries + cost > max_queries
 
 
 def next_threshold(

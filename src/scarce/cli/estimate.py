@@ -41,37 +41,14 @@ def estimate(
     import warnings
 
     from scarce.errors import ScarceError, ScarceWarning
-    from scarce.estimators import MonteCarlo, SubsetSimulation
-    from scarce.kernels import make_kernel
-    from scarce.problems import make_problem
 
     try:
         _check_report_options(confidence, delta)
-    except ScarceError as exc:
-        fail(str(exc), exc)
-    params: dict[str, object] = {}
-    if problem == "four_branch":
-        params["k"] = k
-    else:
-        if dim is not None:
-            params["dim"] = dim
-        if pf is not None:
-            params["probability"] = pf
-    try:
-        rare = make_problem(problem, **params)
-        if method is Method.ss:
-            estimator = SubsetSimulation(
-                n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel), max_queries=max_queries,
-                stop_factor=stop_factor, count_seeds=count_seeds,
-            )
-        else:
-            estimator = MonteCarlo(n_samples=n_samples)
+        rare = _problem(problem, dim, pf, k)
+        estimator = _estimator(method, n_samples, level_probability, kernel, max_queries, stop_factor, count_seeds)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ScarceWarning)
-            if json_output:
-                result = estimator.estimate(rare, seed=seed)
-            else:
-                result = _with_progress(estimator, rare, seed)
+            result = estimator.estimate(rare, seed=seed) if json_output else _with_progress(estimator, rare, seed)
     except (ScarceError, TypeError) as exc:
         fail(str(exc), exc)
     if json_output:
@@ -82,6 +59,27 @@ def estimate(
     print_result(result, exact=rare.exact_probability, confidence=confidence, delta=delta)
     for w in caught:
         typer.echo(f"warning: {w.message}", err=True)
+
+
+def _problem(name: str, dim: int | None, pf: float | None, k: float):  # type: ignore[no-untyped-def]
+    """The benchmark problem the options name (four_branch takes k; the others dim and pf)."""
+    from scarce.problems import make_problem
+
+    if name == "four_branch":
+        return make_problem(name, k=k)
+    params = {key: value for key, value in (("dim", dim), ("probability", pf)) if value is not None}
+    return make_problem(name, **params)
+
+
+def _estimator(method: Method, n_samples: int, level_probability: float, kernel: str,  # type: ignore[no-untyped-def]
+               max_queries: int | None, stop_factor: float, count_seeds: str):
+    from scarce.estimators import MonteCarlo, SubsetSimulation
+    from scarce.kernels import make_kernel
+
+    if method is Method.mc:
+        return MonteCarlo(n_samples=n_samples)
+    return SubsetSimulation(n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel),
+                            max_queries=max_queries, stop_factor=stop_factor, count_seeds=count_seeds)
 
 
 def _check_report_options(confidence: float, delta: float) -> None:

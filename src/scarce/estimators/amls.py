@@ -99,7 +99,7 @@ from scarce.errors import (
     check_in_interval,
     check_positive_int,
 )
-from scarce.levels import check_level_sizes
+from scarce.levels import check_level_sizes, exceeds_budget
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
 from scarce.seeding import SeedLike, as_generator, describe_seed
@@ -294,63 +294,77 @@ class _Run:
 
     def execute(self) -> dict:
         start = time.perf_counter()
-        cfg, n, rng = self.config, self.n, self.rng
-        u = rng.standard_normal((n, self.problem.dim))
+        cfg, n = self.config, self.n
+        u = self.rng.standard_normal((n, self.problem.dim))
         order_index = math.floor((1.0 - self.rho) * n)  # the published order statistic, 0-based
-        per_level = n * (self.steps + 1)
-        log_p, level_covs = 0.0, []
-        previous = -math.inf
+        log_p, level_covs, previous = 0.0, [], -math.inf
         status, reached = "max_levels", False
         scores: np.ndarray | None = None  # scores of the current particles, once known
         for _ in range(cfg.max_levels):
-            if cfg.max_queries is not None and self.n_queries + per_level > cfg.max_queries:
+            if self._over_budget():
                 status = "budget"
-                warnings.warn(
-                    f"max_queries={cfg.max_queries} would be exceeded by AMLS level {self.level_index + 1} "
-                    f"({self.n_queries} used, {per_level} needed); returning a partial result",
-                    BudgetExhaustedWarning,
-                    stacklevel=3,
-                )
                 break
             self.level_index += 1
             queries_before = self.n_queries
             scores = self.evaluate(u, 0)  # the published code re-scores the population at every level
             if self.level_index == 1:
                 self._emit(LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, 0, int(np.isposinf(scores).sum())))
-            level = float(np.partition(scores, order_index)[order_index])  # min(., T) with T = +inf
-            jumped = level == previous
-            if jumped:
-                level = math.inf
-                self.level_jumps += 1
-                warnings.warn(
-                    f"AMLS level {self.level_index} cannot rise above {previous:.6g} (ties); jumping to the "
-                    "failure threshold as published (counted in info['level_jumps'])",
-                    StalledLevelWarning,
-                    stacklevel=3,
-                )
+            level, jumped = self._next_level(scores, previous, order_index)
             keep = scores >= level
             n_keep = int(np.count_nonzero(keep))
             p = n_keep / n
-            cov = math.sqrt((1.0 - p) / n_keep) if n_keep else math.inf
-            level_covs.append(cov)
+            level_covs.append(math.sqrt((1.0 - p) / n_keep) if n_keep else math.inf)
             if n_keep == 0:  # only after a jump: no particle fails
                 log_p = -math.inf
-                self._emit(self._diag(level, 0.0, log_p, 0, cov, queries_before, 0, math.nan, jumped))
+                self._emit(self._diag(level, 0.0, log_p, 0, level_covs[-1], queries_before, 0, math.nan, jumped))
                 status, reached = "converged", True
                 break
             log_p += math.log(p)
             u, scores, accept_rate, mean_width = self._resample_and_move(u, scores, keep, level)
             # the terminal level reports the failures it counted (K_L), as Subset Simulation does
             n_failed = n_keep if level == math.inf else int(np.isposinf(scores).sum())
-            self._emit(self._diag(level, p, log_p, n_keep, cov, queries_before, n_failed, accept_rate, jumped, mean_width))
+            self._emit(self._diag(level, p, log_p, n_keep, level_covs[-1], queries_before, n_failed, accept_rate,
+                                  jumped, mean_width))
             previous = level
             if level == math.inf:
                 status, reached = "converged", True
                 break
+        return self._finish(log_p, level_covs, status, reached, scores, start)
+
+    def _over_budget(self) -> bool:
+        """Whether the next level (``N (T + 1)`` calls) would exceed ``max_queries``; warns if so."""
+        cfg, per_level = self.config, self.n * (self.steps + 1)
+        if not exceeds_budget(self.n_queries, per_level, cfg.max_queries):
+            return False
+        warnings.warn(
+            f"max_queries={cfg.max_queries} would be exceeded by AMLS level {self.level_index + 1} "
+            f"({self.n_queries} used, {per_level} needed); returning a partial result",
+            BudgetExhaustedWarning,
+            stacklevel=4,
+        )
+        return True
+
+    def _next_level(self, scores: np.ndarray, previous: float, order_index: int) -> tuple[float, bool]:
+        """The level ``min(S_(k), T)``, or a jump to the failure threshold when it cannot rise (ties)."""
+        level = float(np.partition(scores, order_index)[order_index])  # min(., T) with T = +inf
+        if level != previous:
+            return level, False
+        self.level_jumps += 1
+        warnings.warn(
+            f"AMLS level {self.level_index} cannot rise above {previous:.6g} (ties); jumping to the "
+            "failure threshold as published (counted in info['level_jumps'])",
+            StalledLevelWarning,
+            stacklevel=4,
+        )
+        return math.inf, True
+
+    def _finish(self, log_p: float, level_covs: list[float], status: str, reached: bool,
+                scores: np.ndarray | None, start: float) -> dict:
+        """The result's fields; a run that did not reach the failure gives the last level's share of failures."""
+        n = self.n
         if status == "max_levels":
-            warnings.warn(
-                f"max_levels={cfg.max_levels} reached before the failure threshold", BudgetExhaustedWarning, stacklevel=3
-            )
+            warnings.warn(f"max_levels={self.config.max_levels} reached before the failure threshold",
+                          BudgetExhaustedWarning, stacklevel=4)
         cumulative = math.exp(log_p)
         if reached:
             probability = cumulative

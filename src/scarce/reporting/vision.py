@@ -33,59 +33,69 @@ def write_figures(frame: Any, ranking: Any, table: Any, out_dir: str | Path) -> 
     from scarce.reporting.figures import FigureWriter
 
     writer = FigureWriter(out_dir)
-    plt, save, paths = writer.plt, writer.save, writer.paths
-
     if not ranking.empty:
-        labels = list(ranking.ruler)
-        for name, column, title, ylabel in [
-            ("step1_mae", "log10_mae", "Step 1: log10 MAE per ruler", "log10 MAE"),
-            ("step1_missing_hits", "missed_hits", "Step 1: missed rare-event hits", "seeds"),
-            ("step1_queries", "queries", "Step 1: mean queries per seed", "queries"),
-            ("step1_runtime", "runtime_calibrated", "Step 1: calibrated runtime per seed", "seconds"),
-        ]:
-            fig, ax = plt.subplots(figsize=(6, 3.6))
-            _bar(ax, labels, [float(v) if v == v else 0.0 for v in ranking[column]], title, ylabel)
-            save(fig, name)
-        for name, column, xlabel in [("step1_pareto_queries", "queries", "mean queries per seed"),
-                                     ("step1_pareto_runtime", "runtime_calibrated", "calibrated runtime (s)")]:
-            fig, ax = plt.subplots(figsize=(5.5, 4))
-            ax.scatter(ranking[column], ranking.mae)
-            for _, row in ranking.iterrows():
-                ax.annotate(row.ruler, (row[column], row.mae), fontsize=7)
-            ax.set_yscale("log")
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel("MAE")
-            ax.set_title(f"Step 1: {xlabel} vs MAE", fontsize=10)
-            save(fig, name)
+        _step1_figures(writer, ranking)
     part = frame[frame.stage == "eval"]
     if not part.empty:
-        # what every Step-2 figure rests on: seeds, runs per seed, the ground truth's budget
-        basis = (f"{part.seed_index.nunique()} seeds x {part.groupby(['seed_index', 'method']).size().max()} runs, "
-                 f"truth {int(part.smc_samples.min()):,} MC samples")
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        _bar(axes[0], list(table.name), [float(v) if v == v else 0 for v in table.mae], f"Step 2: MAE ({basis})",
-             "MAE")
-        _bar(axes[1], list(table.name), list((table.fp + table.fn).astype(float)),
-             "Step 2: mismatches (FP + FN)", "runs")
-        save(fig, "step2_accuracy_mismatch")
-        fig, ax = plt.subplots(figsize=(6.5, 3.8))
-        x = np.arange(len(table))
-        ax.bar(x - 0.2, table.fp, width=0.4, label="FP")
-        ax.bar(x + 0.2, table.fn, width=0.4, label="FN")
-        ax.set_xticks(x, table.name, rotation=60, ha="right", fontsize=8)
-        ax.legend()
-        ax.set_ylabel("runs")
-        ax.set_title(f"Step 2: false positives and false negatives\n({basis})", fontsize=10)
-        save(fig, "step2_fp_fn")
-        fig, ax = plt.subplots(figsize=(7, 3.8))
-        data = [np.maximum(part[part.method == m].abs_err.to_numpy(), 1e-12) for m in table.method]
-        ax.boxplot(data)
-        ax.set_xticks(range(1, len(table) + 1), table.name, rotation=60, ha="right", fontsize=8)
+        _step2_figures(writer, part, table)
+    return writer.paths
+
+
+def _step1_figures(writer: Any, ranking: Any) -> None:
+    """Step 1 (screening): MAE, missed hits, queries, runtime per ruler, and the two Pareto plots."""
+    plt, save = writer.plt, writer.save
+    labels = list(ranking.ruler)
+    for name, column, title, ylabel in [
+        ("step1_mae", "log10_mae", "Step 1: log10 MAE per ruler", "log10 MAE"),
+        ("step1_missing_hits", "missed_hits", "Step 1: missed rare-event hits", "seeds"),
+        ("step1_queries", "queries", "Step 1: mean queries per seed", "queries"),
+        ("step1_runtime", "runtime_calibrated", "Step 1: calibrated runtime per seed", "seconds"),
+    ]:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        _bar(ax, labels, [float(v) if v == v else 0.0 for v in ranking[column]], title, ylabel)
+        save(fig, name)
+    for name, column, xlabel in [("step1_pareto_queries", "queries", "mean queries per seed"),
+                                 ("step1_pareto_runtime", "runtime_calibrated", "calibrated runtime (s)")]:
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        ax.scatter(ranking[column], ranking.mae)
+        for _, row in ranking.iterrows():
+            ax.annotate(row.ruler, (row[column], row.mae), fontsize=7)
         ax.set_yscale("log")
-        ax.set_ylabel("|p_hat - p_SMC| (floored at 1e-12)")
-        ax.set_title(f"Step 2: absolute error of each run ({basis})", fontsize=10)
-        save(fig, "step2_seedwise_box")
-    return paths
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("MAE")
+        ax.set_title(f"Step 1: {xlabel} vs MAE", fontsize=10)
+        save(fig, name)
+
+
+def _step2_figures(writer: Any, part: Any, table: Any) -> None:
+    """Step 2 (held-out seeds): MAE and mismatches, FP and FN, and each run's absolute error."""
+    plt, save = writer.plt, writer.save
+    # what every Step-2 figure rests on: seeds, runs per seed, the ground truth's budget
+    basis = (f"{part.seed_index.nunique()} seeds x {part.groupby(['seed_index', 'method']).size().max()} runs, "
+             f"truth {int(part.smc_samples.min()):,} MC samples")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    _bar(axes[0], list(table.name), [float(v) if v == v else 0 for v in table.mae], f"Step 2: MAE ({basis})",
+         "MAE")
+    _bar(axes[1], list(table.name), list((table.fp + table.fn).astype(float)),
+         "Step 2: mismatches (FP + FN)", "runs")
+    save(fig, "step2_accuracy_mismatch")
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    x = np.arange(len(table))
+    ax.bar(x - 0.2, table.fp, width=0.4, label="FP")
+    ax.bar(x + 0.2, table.fn, width=0.4, label="FN")
+    ax.set_xticks(x, table.name, rotation=60, ha="right", fontsize=8)
+    ax.legend()
+    ax.set_ylabel("runs")
+    ax.set_title(f"Step 2: false positives and false negatives\n({basis})", fontsize=10)
+    save(fig, "step2_fp_fn")
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    data = [np.maximum(part[part.method == m].abs_err.to_numpy(), 1e-12) for m in table.method]
+    ax.boxplot(data)
+    ax.set_xticks(range(1, len(table) + 1), table.name, rotation=60, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("|p_hat - p_SMC| (floored at 1e-12)")
+    ax.set_title(f"Step 2: absolute error of each run ({basis})", fontsize=10)
+    save(fig, "step2_seedwise_box")
 
 
 def markdown_table(table: Any) -> str:

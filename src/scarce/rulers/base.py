@@ -5,7 +5,8 @@ A *geometric ruler* ``G: R^d -> R`` (paper, section "Geometric Rulers" and appen
 ``D_good`` (``y = 0``, normal) and oriented so that **larger scores are closer to failure**. The
 cascade's events are ``{G >= gamma}``.
 
-Contract of every ruler (checked for every registered name by ``tests/test_rulers.py``):
+Contract of every ruler (checked for every registered name by :func:`scarce.testing.check_ruler`,
+which ``tests/contract/test_contracts.py`` runs):
 
 * ``__init__`` only stores its parameters (scikit-learn convention); ``clone`` and pickle work.
 * ``fit(Z, y)`` validates (finite embeddings, labels in {0, 1}, both classes present), sets the

@@ -295,7 +295,6 @@ def build_setup(corpus: Any, config: SweepConfig, *, log: Callable[[str], None] 
         without jailbreaks, no benign records while some ``eta < 1``, or a fit set with one class.
     """
     from scarce.applications.llm.embedding import embedding_matrix
-    from scarce.rulers import make_ruler
 
     frame = check_corpus(corpus, require_embedding=True)
     Z = embedding_matrix(frame)
@@ -320,19 +319,7 @@ def build_setup(corpus: Any, config: SweepConfig, *, log: Callable[[str], None] 
         head = fit_llm_head(Z[fit], labels[fit], seed=config.seed)
         Z = head.transform(Z)
         info["head"] = head.fingerprint()
-    start = time.perf_counter()
-    scores, thresholds, auc = {}, {}, {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ScarceWarning)
-        for family in config.families:
-            ruler = make_ruler(family).fit(Z[fit], labels[fit])
-            scores[family] = ruler.score_samples(Z)
-            needed = {*config.percentiles, config.n_grid_percentile,
-                      *(_split_variant(v)[1] for v in config.transfer_variants if _split_variant(v)[0] == family)}
-            thresholds[family] = {str(p): float(ruler.threshold(p)) for p in sorted(needed)}
-            auc[family] = float(ruler.separation_auc_)
-    info["fit_seconds"] = time.perf_counter() - start
-    info["fit_auc"] = auc
+    scores, thresholds = _fit_rulers(Z, labels, fit, config, info)
     if log is not None:
         log(f"fitted {len(config.families)} ruler families on {int(fit.sum())} records "
             f"({int(labels[fit].sum())} jailbreaks) in {info['fit_seconds']:.1f} s")
@@ -354,6 +341,30 @@ def build_setup(corpus: Any, config: SweepConfig, *, log: Callable[[str], None] 
         payload["transfer"] = {"scores": {f: scores[f][target].tolist() for f in config.families},
                                "labels": labels[target].tolist(), "group": config.transfer_method}
     return payload
+
+
+def _fit_rulers(Z: np.ndarray, labels: np.ndarray, fit: np.ndarray, config: SweepConfig,
+                info: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, dict[str, float]]]:
+    """Each family fitted on the fit set: every record's score and the thresholds the grid needs.
+
+    Records the fit's seconds and each family's separation AUC in ``info``.
+    """
+    from scarce.rulers import make_ruler
+
+    start = time.perf_counter()
+    scores, thresholds, auc = {}, {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScarceWarning)
+        for family in config.families:
+            ruler = make_ruler(family).fit(Z[fit], labels[fit])
+            scores[family] = ruler.score_samples(Z)
+            needed = {*config.percentiles, config.n_grid_percentile,
+                      *(_split_variant(v)[1] for v in config.transfer_variants if _split_variant(v)[0] == family)}
+            thresholds[family] = {str(p): float(ruler.threshold(p)) for p in sorted(needed)}
+            auc[family] = float(ruler.separation_auc_)
+    info["fit_seconds"] = time.perf_counter() - start
+    info["fit_auc"] = auc
+    return scores, thresholds
 
 
 def _split_variant(variant: str) -> tuple[str, int]:

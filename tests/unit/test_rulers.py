@@ -1,5 +1,5 @@
 """Rulers: the registry, per-family formulas and bad input (the contract over every registered name runs
-in tests/test_contracts.py through scarce.testing.check_ruler)."""
+in tests/contract/test_contracts.py through scarce.testing.check_ruler)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_importing_the_registry_does_not_import_sklearn():
     assert out.stdout.strip() == "False"
 
 
-# -- the contract itself runs in tests/test_contracts.py (scarce.testing.check_ruler) ---------------
+# -- the contract itself runs in tests/contract/test_contracts.py (scarce.testing.check_ruler) ---------------
 @pytest.mark.parametrize("name", ALL_RULERS)
 def test_orientation_is_strict_except_for_the_rotations_at_90_degrees(name, fitted, data):
     """Moving from the good centroid toward the bad centroid raises the score strictly.

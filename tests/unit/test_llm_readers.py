@@ -19,47 +19,10 @@ from scarce.datasets import (  # noqa: E402
     read_behaviors,
     resolve_jailbreakbench_dir,
 )
+from conftest import SHARED_DATA, entry, write_artifact, write_behaviors  # noqa: E402
 from scarce.errors import ScarceError  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def entry(index, prompt, jailbroken, response="ok"):
-    return {"index": index, "goal": f"goal {index}", "behavior": "b", "category": "Privacy",
-            "prompt": prompt, "response": response, "jailbroken": jailbroken,
-            "jailbroken_llama_guard1": False}
-
-
-def write_artifact(root, method, attack_type, model, entries, stated):
-    path = root / "attack-artifacts" / method / attack_type / f"{model}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    parameters = {"method": method, "model": model, "attack_type": attack_type,
-                  "total_number_of_jailbreaks": stated}
-    path.write_text(json.dumps({"parameters": parameters, "jailbreaks": entries}))
-    return path
-
-
-def write_behaviors(root, kind, goals):
-    path = root / "behaviors" / f"{kind}-behaviors.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["index,goal,target,behavior,category,source"]
-    lines += [f'{i},"{g}","Sure, {g}",B,Cat,Original' for i, g in enumerate(goals)]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-@pytest.fixture
-def jbb(tmp_path):
-    root = tmp_path / "jailbreakbench"
-    # PAIR: entry 1 failed (no prompt, response null); the stated total (3) is stale: the flags say 1.
-    write_artifact(root, "PAIR", "black_box", "vicuna-13b-v1.5",
-                   [entry(0, "p0", True), entry(1, None, False, response=None), entry(2, "p2", False)],
-                   stated=3)
-    write_artifact(root, "GCG", "transfer", "gpt-4", [entry(0, "g0", False), entry(1, "g1", True)], stated=2)
-    (root / "attack-artifacts" / "PAIR" / "attack-info.json").write_text("{}")  # not an artifact
-    write_behaviors(root, "benign", ["Write a poem", "Bake, then eat"])
-    write_behaviors(root, "harmful", ["goal 0", "goal 1", "goal 2"])
-    return root
+SHARED = SHARED_DATA
 
 
 def test_one_artifact_drops_failed_entries_and_recounts(jbb):

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
+from conftest import dead_pid as _dead_pid
 from scarce._atomic import FOREIGN_TEMPORARY_AGE, _host, atomic_write_text
 from scarce.experiments.store import CorruptResultWarning, ResultStore
 
-
-def _dead_pid() -> int:
-    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                           check=True)
-    return int(child.stdout)
 
 
 def test_temporary_files_of_killed_writes_are_removed_when_the_run_resumes(tmp_path):

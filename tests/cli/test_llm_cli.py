@@ -14,8 +14,7 @@ from typer.testing import CliRunner  # noqa: E402
 from scarce._atomic import _host  # noqa: E402
 from scarce.applications.llm.corpus import read_corpus, write_corpus  # noqa: E402
 from scarce.cli import app  # noqa: E402
-from test_llm_readers import jbb  # noqa: E402,F401  (the fixture: a small JailbreakBench tree)
-from test_run_results import _dead_pid  # noqa: E402
+from conftest import dead_pid as _dead_pid  # noqa: E402
 
 runner = CliRunner()
 

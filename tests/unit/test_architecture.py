@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO_ROOT
+
+ROOT = REPO_ROOT
 SRC = ROOT / "src" / "scarce"
 HEAVY = ("torch", "transformers", "dask", "distributed", "matplotlib", "pandas", "sklearn", "pyarrow")
 MAX_LINES = 60
@@ -27,12 +29,8 @@ LONG_FUNCTIONS = {
     "estimators/chains.py:run_chains": 96,
     "levels.py:next_threshold": 86,
     "applications/llm/embedding.py:embed_corpus": 78,
-    "estimators/amls.py:execute": 77,
-    "applications/llm/sweep.py:build_setup": 70,
     "experiments/executors.py:run_grid": 68,
     "applications/vision/problem.py:perturbation_problem": 67,
-    "cli/estimate.py:estimate": 66,
-    "reporting/vision.py:write_figures": 62,
     "applications/vision/classifier.py:train_classifier": 62,
     "selection/validation.py:validate_selector": 61,
     "applications/vision/pipeline.py:build_context": 61,

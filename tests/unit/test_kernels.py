@@ -1,6 +1,6 @@
 """Kernels: names and parameters.  The kernel contract (N(0, I) restricted to a level stays
 invariant; proposals are reversible for N(0, I); kernels are stateless) runs over every kernel in
-tests/test_contracts.py through :func:`scarce.testing.check_kernel`.
+tests/contract/test_contracts.py through :func:`scarce.testing.check_kernel`.
 """
 
 import pytest

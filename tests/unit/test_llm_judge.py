@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -12,6 +10,7 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 pd = pytest.importorskip("pandas")
 
+from conftest import SHARED_DATA  # noqa: E402
 from scarce.applications.llm.embedding import embed_corpus, embedding_matrix  # noqa: E402
 from scarce.encoders.judge import JudgeEncoder, conversation_messages  # noqa: E402
 from scarce.errors import ScarceError  # noqa: E402
@@ -26,7 +25,7 @@ WORDS = ("safe unsafe user assistant User Agent : ' . , ? ! - task check if ther
 TEMPLATE = ("<|begin_of_text|>{% for m in messages %}<|start_header_id|>{{ m['role'] }}"
             "<|end_header_id|> {{ m['content'] }} <|eot_id|>{% endfor %}"
             "<|start_header_id|>assistant<|end_header_id|>")
-LG3_TEMPLATE = Path(__file__).resolve().parents[2] / "shared" / "data" / "llama-guard" / "lg3_template.jinja"
+LG3_TEMPLATE = SHARED_DATA / "llama-guard" / "lg3_template.jinja"
 
 
 def build_tokenizer(words=WORDS, chat_template=TEMPLATE):
