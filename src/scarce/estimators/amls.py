@@ -271,10 +271,10 @@ class _Run:
 
     def __init__(self, config: AMLS, problem: RareEventProblem, rng: np.random.Generator, callback: LevelCallback | None) -> None:
         self.config, self.problem, self.rng, self.callback = config, problem, rng, callback
-        self.n = int(config.n_samples)
+        self.n_samples = int(config.n_samples)
         self.rho = float(config.level_probability)
         self.steps = int(config.n_steps)
-        self.width = np.full(self.n, float(config.initial_width))
+        self.width = np.full(self.n_samples, float(config.initial_width))
         self.n_queries = 0
         self.level_jumps = 0
         self.level_index = 0
@@ -294,7 +294,7 @@ class _Run:
 
     def execute(self) -> dict:
         start = time.perf_counter()
-        cfg, n = self.config, self.n
+        cfg, n = self.config, self.n_samples
         u = self.rng.standard_normal((n, self.problem.dim))
         order_index = math.floor((1.0 - self.rho) * n)  # the published order statistic, 0-based
         log_p, level_covs, previous = 0.0, [], -math.inf
@@ -333,7 +333,7 @@ class _Run:
 
     def _over_budget(self) -> bool:
         """Whether the next level (``N (T + 1)`` calls) would exceed ``max_queries``; warns if so."""
-        cfg, per_level = self.config, self.n * (self.steps + 1)
+        cfg, per_level = self.config, self.n_samples * (self.steps + 1)
         if not exceeds_budget(self.n_queries, per_level, cfg.max_queries):
             return False
         warnings.warn(
@@ -361,7 +361,7 @@ class _Run:
     def _finish(self, log_p: float, level_covs: list[float], status: str, reached: bool,
                 scores: np.ndarray | None, start: float) -> dict:
         """The result's fields; a run that did not reach the failure gives the last level's share of failures."""
-        n = self.n
+        n = self.n_samples
         if status == "max_levels":
             warnings.warn(f"max_levels={self.config.max_levels} reached before the failure threshold",
                           BudgetExhaustedWarning, stacklevel=4)
@@ -407,7 +407,7 @@ class _Run:
         self, u: np.ndarray, scores: np.ndarray, keep: np.ndarray, level: float
     ) -> tuple[np.ndarray, np.ndarray, float, float]:
         """Steps 5-7: clone survivors over the killed particles, ``M`` MH steps, adapt the widths."""
-        cfg, rng, n = self.config, self.rng, self.n
+        cfg, rng, n = self.config, self.rng, self.n_samples
         survivors = np.flatnonzero(keep)
         killed = n - survivors.size
         parents = np.concatenate([survivors, survivors[rng.integers(0, survivors.size, size=killed)]])

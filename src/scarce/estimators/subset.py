@@ -397,7 +397,7 @@ class _Run:
         rng: np.random.Generator,
     ) -> None:
         self.config, self.kernel, self.problem, self.rng = config, config.kernel, problem, rng
-        self.n = config.n_samples
+        self.n_samples = config.n_samples
         self.n_queries = 0
         self.level_index = 0
         self.diagnostics: list[LevelDiagnostics] = []
@@ -419,7 +419,7 @@ class _Run:
 
     def _first_level(self) -> _Level:
         """Level 0: ``N`` independent (or Latin-hypercube) draws, evaluated in one call."""
-        n, dtype = self.n, check_dtype(self.config.dtype)
+        n, dtype = self.n_samples, check_dtype(self.config.dtype)
         if self.config.first_level == "lhs":
             u0 = latin_hypercube_normal(n, self.problem.dim, self.rng).astype(dtype, copy=False)
         else:
@@ -456,7 +456,7 @@ class _Run:
         for it.  Before the last one is handed out, :attr:`outcome` holds the result's fields.
         """
         start = time.perf_counter()
-        cfg, n = self.config, self.n
+        cfg, n = self.config, self.n_samples
         level = self._first_level()
         min_failures = failures_to_stop(n, cfg.level_probability, cfg.stop_factor)
         cumulative, scale = 1.0, self.kernel.initial_scale
@@ -492,7 +492,7 @@ class _Run:
 
     def _finish(self, level: _Level, cumulative: float, status: str, start: float) -> dict:
         """The estimate, its CoV and the evidence behind it, from the last population."""
-        cfg, n, last = self.config, self.n, level.population
+        cfg, n, last = self.config, self.n_samples, level.population
         converged = status == "converged"
         n_failed = self.diagnostics[-1].n_failed if converged else last.n_failed()
         probability = cumulative * (1.0 if converged or status == "stalled" else n_failed / n)
@@ -548,7 +548,7 @@ class _Run:
         pick = np.flatnonzero(choice.contains(flat_s, flat_k))
         self.level_index += 1
         population, stats = run_chains(
-            self.kernel, level.population.take_u(pick), flat_s[pick], choice.threshold, self.n, scale, self.evaluate,
+            self.kernel, level.population.take_u(pick), flat_s[pick], choice.threshold, self.n_samples, scale, self.evaluate,
             self.rng, seeds_parent=level.population.chain_of_flat()[pick], count_seeds=self._counts_seeds(level.population),
             seeds_key=flat_k[pick], threshold_key=choice.key,
         )
@@ -570,7 +570,7 @@ class _Run:
         self, choice: ThresholdChoice, level: _Level, cumulative: float, gamma: float, final: bool = False
     ) -> None:
         probability = choice.probability
-        delta = level_cov(probability, self.n, gamma)
+        delta = level_cov(probability, self.n_samples, gamma)
         self.level_covs.append(delta)
         if final:
             self.level_index += 1
