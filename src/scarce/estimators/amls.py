@@ -99,10 +99,11 @@ from scarce.errors import (
     check_in_interval,
     check_positive_int,
 )
+from scarce.estimators.base import CountedEvaluation, Estimator, build_result
 from scarce.levels import check_level_sizes, exceeds_budget
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
-from scarce.seeding import SeedLike, as_generator, describe_seed
+from scarce.seeding import SeedLike
 
 LevelCallback = Callable[[LevelDiagnostics], None]
 
@@ -116,7 +117,7 @@ def _check_positive_float(name: str, value: object, allowed: str = "a finite num
     return number
 
 
-class AMLS:
+class AMLS(Estimator):
     r"""Adaptive Multi-Level Splitting of Webb et al. (2019) as used by SAFARI ("Traditional SS").
 
     See the module docstring for the published algorithm, its adaptation to the
@@ -240,21 +241,16 @@ class AMLS:
             ``method="amls-webb2019"``; ``info["level_jumps"]`` counts the levels
             forced to the failure threshold, and those levels have ``stalled=True``.
         """
-        cfg = self._validated()
-        if not isinstance(problem, RareEventProblem):
-            raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
-        run = _Run(cfg, problem, as_generator(seed), callback)
+        cfg, problem, rng = self._prepare(problem, seed)
+        run = _Run(cfg, problem, rng, callback)
         out = run.execute()
         widths = run.width
-        return EstimateResult(
-            **out,
-            method=self.method,
+        return build_result(
+            self, problem.name, seed, out,
             n_samples=cfg.n_samples,
             level_probability=float(cfg.level_probability),
             interval="lognormal",
-            problem=problem.name,
             info={
-                "seed": describe_seed(seed),
                 "level_jumps": run.level_jumps,
                 "jumped": run.level_jumps > 0,
                 "n_steps": cfg.n_steps,
@@ -275,17 +271,18 @@ class _Run:
         self.rho = float(config.level_probability)
         self.steps = int(config.n_steps)
         self.width = np.full(self.n_samples, float(config.initial_width))
-        self.n_queries = 0
+        self.counted = CountedEvaluation(problem)
         self.level_jumps = 0
         self.level_index = 0
         self.diagnostics: list[LevelDiagnostics] = []
 
+    @property
+    def n_queries(self) -> int:
+        return self.counted.n_queries
+
     def evaluate(self, u: np.ndarray, step: int) -> np.ndarray:
         """Effective scores (``+inf`` where the point truly fails) of one batch; counts the queries."""
-        where = f"at AMLS level {self.level_index}" + (f", MH step {step}" if step else "")
-        score, failed = self.problem.evaluate_latent(u, where=where)
-        self.n_queries += u.shape[0]
-        return np.where(failed, np.inf, score)
+        return self.counted.effective(u, f"at AMLS level {self.level_index}" + (f", MH step {step}" if step else ""))
 
     def _emit(self, diag: LevelDiagnostics) -> None:
         self.diagnostics.append(diag)

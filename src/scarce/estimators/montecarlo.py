@@ -5,14 +5,17 @@ from __future__ import annotations
 import math
 import time
 
-from scarce.errors import ScarceError, check_positive_int
+import numpy as np
+
+from scarce.errors import check_positive_int
+from scarce.estimators.base import CountedEvaluation, Estimator, build_result
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
-from scarce.seeding import SeedLike, as_generator, describe_seed
+from scarce.seeding import SeedLike
 
 
-class MonteCarlo:
+class MonteCarlo(Estimator):
     r"""Crude Monte Carlo: ``P_hat = K / n`` with an exact binomial interval.
 
     Parameters
@@ -48,18 +51,14 @@ class MonteCarlo:
 
     def estimate(self, problem: RareEventProblem, seed: SeedLike = None, callback=None) -> EstimateResult:
         """Estimate ``problem``'s failure probability from ``n_samples`` independent draws."""
-        n = check_positive_int("n_samples", self.n_samples)
-        batch = check_positive_int("batch_size", self.batch_size)
-        dtype = check_dtype(self.dtype)
-        if not isinstance(problem, RareEventProblem):
-            raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
-        rng = as_generator(seed)
+        cfg, problem, rng = self._prepare(problem, seed)
+        n, batch, dtype = cfg.n_samples, cfg.batch_size, np.dtype(cfg.dtype)
         start = time.perf_counter()
-        failures = 0
+        counted, failures = CountedEvaluation(problem), 0
         for first in range(0, n, batch):
             size = min(batch, n - first)
             u = standard_normal(rng, (size, problem.dim), dtype)
-            _, failed = problem.evaluate_latent(u, where=f"in Monte Carlo batch starting at sample {first}")
+            _, failed = counted(u, f"in Monte Carlo batch starting at sample {first}")
             failures += int(failed.sum())
         p = failures / n
         cov = math.sqrt((1 - p) / (n * p)) if failures else math.inf
@@ -69,9 +68,14 @@ class MonteCarlo:
         )
         if callback is not None:
             callback(level)
-        return EstimateResult(
-            method=self.method, probability=p, cov=cov, n_queries=n, n_samples=n, n_failed=failures,
-            reached_failure=True, status="converged", levels=(level,), wall_time=time.perf_counter() - start,
-            level_probability=None, interval="clopper-pearson", problem=problem.name,
-            info={"seed": describe_seed(seed), "batch_size": batch, "dtype": dtype.name},
-        )
+        outcome = {"probability": p, "cov": cov, "n_queries": counted.n_queries, "n_failed": failures,
+                   "reached_failure": True, "status": "converged", "levels": (level,),
+                   "wall_time": time.perf_counter() - start}
+        return build_result(self, problem.name, seed, outcome, n_samples=n, level_probability=None,
+                            interval="clopper-pearson", info={"batch_size": batch, "dtype": dtype.name})
+
+    def _validated(self) -> MonteCarlo:
+        """A copy holding the validated settings as plain Python values."""
+        return MonteCarlo(n_samples=check_positive_int("n_samples", self.n_samples),
+                          batch_size=check_positive_int("batch_size", self.batch_size),
+                          dtype=check_dtype(self.dtype).name)

@@ -90,13 +90,14 @@ from scarce.errors import (
     check_positive_int,
     unknown_name_error,
 )
+from scarce.estimators.base import CountedEvaluation, Estimator, build_result
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, next_threshold, stop_before_level
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics, LevelState
-from scarce.seeding import SeedLike, as_generator, describe_seed
+from scarce.seeding import SeedLike
 
 LevelCallback = Callable[[LevelDiagnostics], None]
 
@@ -135,7 +136,7 @@ def check_count_seeds(rule: object) -> str:
     return str(rule)
 
 
-class SubsetSimulation:
+class SubsetSimulation(Estimator):
     """Subset Simulation estimator of a rare failure probability.
 
     Parameters
@@ -284,14 +285,13 @@ class SubsetSimulation:
         >>> [s.level for s in states][:3], states[-1].done, states[-1].result.reached_failure
         ([0, 1, 2], True, True)
         """
-        cfg = self._validated()
-        if not isinstance(problem, RareEventProblem):
-            raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
+        cfg, problem, rng = self._prepare(problem, seed)
         cfg._check_memory(problem.dim)
-        return self._states(cfg, problem, seed)
+        return self._states(cfg, problem, rng, seed)
 
-    def _states(self, cfg: SubsetSimulation, problem: RareEventProblem, seed: SeedLike) -> Iterator[LevelState]:
-        run = _Run(cfg, problem, as_generator(seed))
+    def _states(self, cfg: SubsetSimulation, problem: RareEventProblem, rng: np.random.Generator,
+                seed: SeedLike) -> Iterator[LevelState]:
+        run = _Run(cfg, problem, rng)
         for diagnostics, n_queries, last in run.levels():
             result = self._result(run, cfg, problem, seed) if last else None
             yield LevelState(diagnostics, n_queries, cfg.n_samples, done=last, result=result)
@@ -326,16 +326,13 @@ class SubsetSimulation:
 
     def _result(self, run: _Run, cfg: SubsetSimulation, problem: RareEventProblem, seed: SeedLike) -> EstimateResult:
         """The finished run as an :class:`EstimateResult` (warns when its evidence is thin)."""
-        out = EstimateResult(
-            **run.outcome,
-            method=self.method,
+        out = build_result(
+            self, problem.name, seed, run.outcome,
             n_samples=cfg.n_samples,
             level_probability=cfg.level_probability,
             interval="lognormal",
-            problem=problem.name,
             info={
                 "kernel": repr(cfg.kernel),
-                "seed": describe_seed(seed),
                 "max_queries": cfg.max_queries,
                 "first_level": cfg.first_level,
                 "cov_depth": cfg.cov_depth,
@@ -398,7 +395,7 @@ class _Run:
     ) -> None:
         self.config, self.kernel, self.problem, self.rng = config, config.kernel, problem, rng
         self.n_samples = config.n_samples
-        self.n_queries = 0
+        self.counted = CountedEvaluation(problem)
         self.level_index = 0
         self.diagnostics: list[LevelDiagnostics] = []
         self.level_covs: list[float] = []
@@ -411,11 +408,13 @@ class _Run:
         residual = hits - probability * population.mask.sum(axis=1)
         self.lineage.append((residual, population.parent, probability))
 
+    @property
+    def n_queries(self) -> int:
+        return self.counted.n_queries
+
     def evaluate(self, u: np.ndarray, step: int) -> np.ndarray:
-        where = f"at level {self.level_index}" + (f", MCMC step {step}" if step else "")
-        score, failed = self.problem.evaluate_latent(u, where=where)
-        self.n_queries += u.shape[0]
-        return np.where(failed, np.inf, score)
+        """Effective scores of one batch (one model call, counted)."""
+        return self.counted.effective(u, f"at level {self.level_index}" + (f", MCMC step {step}" if step else ""))
 
     def _first_level(self) -> _Level:
         """Level 0: ``N`` independent (or Latin-hypercube) draws, evaluated in one call."""

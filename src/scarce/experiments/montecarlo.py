@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from scarce.errors import ScarceError, check_positive_int
+from scarce.estimators.base import Estimator, build_result
 from scarce.experiments.executors import Executor, SerialExecutor, run_grid
 from scarce.experiments.store import ResultStore
 from scarce.normals import check_dtype
@@ -134,7 +135,7 @@ def _entropy(seed: Any) -> list[int]:
     return [int(x) for x in entropy]
 
 
-class ChunkedMonteCarlo:
+class ChunkedMonteCarlo(Estimator):
     r"""Crude Monte Carlo over many chunks, resumable, on any executor.
 
     Parameters
@@ -260,11 +261,10 @@ def _reduce(payloads: Mapping[str, Mapping[str, Any]], label: str, wall: float, 
         level=0, threshold=math.inf, probability=p_hat, cumulative_probability=p_hat, n_seeds=failures,
         correlation_factor=0.0, cov=cov, n_queries=n, n_failed=failures,
     )
-    return EstimateResult(
-        method=ChunkedMonteCarlo.method, probability=p_hat, cov=cov, n_queries=n + info["probe_queries"],
-        n_samples=n, n_failed=failures,
-        reached_failure=True, status="converged", levels=(level,), wall_time=wall,
-        level_probability=None, interval="clopper-pearson", problem=label,
+    outcome = {"probability": p_hat, "cov": cov, "n_queries": n + info["probe_queries"], "n_failed": failures,
+               "reached_failure": True, "status": "converged", "levels": (level,), "wall_time": wall}
+    return build_result(
+        ChunkedMonteCarlo, label, None, outcome, n_samples=n, level_probability=None, interval="clopper-pearson",
         info={"seed": {"entropy": entropy}, "batch_size": info["batch_size"], "chunks": info["chunks"],
               "chunk_size": info["chunk_size"], "dtype": info["dtype"],
               "chunk_seconds": float(sum(float(p["wall"]) for p in payloads.values())),

@@ -1,0 +1,83 @@
+"""What every estimator shares: a constructor that only stores, the problem and seed checked
+once, model calls counted in one place, and one way to build the result.
+
+An estimator is configured by its constructor (which validates nothing, as in scikit-learn:
+``SubsetSimulation(n_samples=-1)`` builds, ``estimate`` refuses it) and run by
+``estimate(problem, seed=...)``, which returns an :class:`~scarce.results.EstimateResult`.
+:class:`Estimator` gives the parameters back (``get_params``, ``repr``) and prepares a run:
+the settings validated into a copy (``_validated``, each estimator's own), the problem checked,
+the seed turned into a generator.  :class:`CountedEvaluation` is the only place an estimator's
+model calls go through, so ``n_queries`` is every point the model evaluated.
+:func:`build_result` adds the fields every result carries (method, problem, the seed's record).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+import numpy as np
+
+from scarce.errors import ScarceError
+from scarce.problem import RareEventProblem
+from scarce.results import EstimateResult
+from scarce.seeding import SeedLike, as_generator, describe_seed
+
+__all__ = ["CountedEvaluation", "Estimator", "build_result", "check_problem"]
+
+
+def check_problem(problem: object) -> RareEventProblem:
+    """``problem`` itself, or a ScarceError naming what it is instead of a RareEventProblem."""
+    if not isinstance(problem, RareEventProblem):
+        raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
+    return problem
+
+
+class Estimator:
+    """Base of the estimators: stored parameters, and a run's checked settings, problem and generator."""
+
+    method: ClassVar[str] = "estimator"
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's parameters as stored (scikit-learn's convention)."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {name: getattr(self, name) for name in names}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+    def _validated(self) -> Estimator:
+        """A copy holding the validated settings (each estimator checks its own)."""
+        return self
+
+    def _prepare(self, problem: object, seed: SeedLike) -> tuple[Any, RareEventProblem, np.random.Generator]:
+        """The validated settings, the checked problem and the run's generator, before any model call."""
+        return self._validated(), check_problem(problem), as_generator(seed)
+
+
+class CountedEvaluation:
+    """A problem's model calls, counted: ``n_queries`` is every latent point evaluated."""
+
+    def __init__(self, problem: RareEventProblem) -> None:
+        self.problem = problem
+        self.n_queries = 0
+
+    def __call__(self, u: np.ndarray, where: str = "") -> tuple[np.ndarray, np.ndarray]:
+        """``(score, failed)`` of a batch of latent points (one model call)."""
+        score, failed = self.problem.evaluate_latent(u, where=where)
+        self.n_queries += u.shape[0]
+        return score, failed
+
+    def effective(self, u: np.ndarray, where: str = "") -> np.ndarray:
+        """Effective scores: ``+inf`` where the point truly failed (the exact terminal event)."""
+        score, failed = self(u, where)
+        return np.where(failed, np.inf, score)
+
+
+def build_result(estimator: Estimator | type, problem_name: str, seed: SeedLike, outcome: dict[str, Any],
+                 info: dict[str, Any], **fields: Any) -> EstimateResult:
+    """An :class:`EstimateResult` from a run's ``outcome`` fields, with the method, the problem and
+    the seed's record (first in ``info``) that every result carries."""
+    return EstimateResult(**outcome, method=estimator.method, problem=problem_name,
+                          info={"seed": describe_seed(seed), **info}, **fields)
