@@ -19,7 +19,7 @@ def test_make_kernel_did_you_mean():
         (lambda: ConditionalSampling(spread="wide"), "spread"),
         (lambda: ConditionalSampling(target_acceptance=1.5), "target_acceptance"),
         (lambda: ModifiedMetropolis(proposal="cauchy"), "proposal"),
-        (lambda: ModifiedMetropolis(spread=-1), "spread"),
+        (lambda: ModifiedMetropolis(initial_scale=-1), "initial_scale"),
     ],
 )
 def test_kernel_parameters_are_validated(factory, match):

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from scarce.kernels.adaptation import adapt_scale
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.levels import in_level
 
@@ -201,8 +200,7 @@ def run_chains(
         u[:active, state], score[:active, state], key[:active, state] = cur_u, cur_s, cur_k
         n_accepted += int(accept.sum())
         n_proposed += active
-        if kernel.adapt:
-            params = replace(params, scale=adapt_scale(params.scale, accept.sum() / active, kernel.target_acceptance, step))
+        params = kernel.adapted(params, accept.sum() / active, step)
     rate = n_accepted / n_proposed if n_proposed else math.nan
     parent = None if seeds_parent is None else np.asarray(seeds_parent)[order]
     return Population(u=u, score=score, key=key, mask=mask, parent=parent), ChainStats(rate, params.scale, n_queries)

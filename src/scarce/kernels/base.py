@@ -8,8 +8,8 @@ exactly when it lies in the current level (:func:`scarce.levels.in_level`).  The
 composition leaves N(0, I) restricted to the level invariant.
 
 A kernel is stateless; its tuning lives in :class:`KernelParams`, set once per
-level from the seeds (:meth:`Kernel.tune`) and adapted between MCMC steps by
-:func:`scarce.kernels.adaptation.adapt_scale`.
+level from the seeds (:meth:`Kernel.tune`) and adapted between MCMC steps by the
+kernel itself (:meth:`Kernel.adapted`; by default :func:`scarce.kernels.adaptation.adapt_scale`).
 """
 
 from __future__ import annotations
@@ -65,6 +65,21 @@ class Kernel(ABC):
     def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
         """Parameters for a level whose chains start at ``seeds`` (shape ``(n_seeds, d)``)."""
         return KernelParams(scale=scale, spread=np.ones(seeds.shape[1]))
+
+    def adapted(self, params: KernelParams, acceptance: float, step: int) -> KernelParams:
+        """The parameters for the next MCMC step, given the acceptance rate of this one.
+
+        The default moves the scale toward :attr:`target_acceptance` by
+        :func:`scarce.kernels.adaptation.adapt_scale` when :attr:`adapt` is set, and keeps it
+        otherwise; a kernel with its own rule overrides this.  Pure: ``params`` is not changed.
+        """
+        if not self.adapt:
+            return params
+        from dataclasses import replace
+
+        from scarce.kernels.adaptation import adapt_scale
+
+        return replace(params, scale=adapt_scale(params.scale, acceptance, self.target_acceptance, step))
 
     @abstractmethod
     def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:

@@ -24,13 +24,15 @@ class ModifiedMetropolis(Kernel):
 
     Parameters
     ----------
-    spread : float
-        Half-width of the uniform step (``proposal="uniform"``), or standard
-        deviation of the normal step.  Au and Beck use a unit spread.
+    initial_scale : float
+        Scale of the one-dimensional step at the first level: half-width of the uniform step
+        (``proposal="uniform"``), or standard deviation of the normal step.  Au and Beck use 1.
+        (The same name as :class:`ConditionalSampling`'s; ``spread`` means the per-component
+        spread ``s_k`` of :class:`KernelParams` everywhere.)
     proposal : {"uniform", "normal"}
         Distribution of the symmetric one-dimensional step.
     adapt : bool
-        Adapt the spread toward ``target_acceptance`` between MCMC steps (off in the
+        Adapt the scale toward ``target_acceptance`` between MCMC steps (off in the
         classic algorithm).
     target_acceptance : float
         Used only when ``adapt``.
@@ -40,13 +42,13 @@ class ModifiedMetropolis(Kernel):
 
     def __init__(
         self,
-        spread: float = 1.0,
+        initial_scale: float = 1.0,
         proposal: str = "uniform",
         adapt: bool = False,
         target_acceptance: float = 0.3,
     ) -> None:
         self.proposal = check_choice("proposal", proposal, _PROPOSALS)
-        self.initial_scale = check_in_interval("spread", spread, 0.0, 1e6)
+        self.initial_scale = check_in_interval("initial_scale", initial_scale, 0.0, 1e6)
         self.adapt = check_flag("adapt", adapt)
         self.target_acceptance = check_in_interval("target_acceptance", target_acceptance, 0.0, 1.0, high_open=True)
 
