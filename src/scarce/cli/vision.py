@@ -48,11 +48,11 @@ def vision(
         pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
         # connect first: an unreachable scheduler is an error before anything is written
         with pool, run_warnings():
-            ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
+            store = ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
             context = build_context(chosen, run_dir, data_dir=data_dir, log=lambda m: typer.echo(m, err=True),
                                     device=device)
             with stage_progress() as progress:
-                run = VisionRun(chosen, Path(run_dir), context, progress=progress, executor=pool)
+                run = VisionRun(chosen, Path(run_dir), context, progress=progress, executor=pool, store=store)
                 outcome = run.run()
     except ScarceError as exc:
         fail(str(exc), exc)
@@ -66,34 +66,13 @@ def vision(
 
 def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore[no-untyped-def]
     """Tables and the report folder of a finished vision run."""
-    from scarce.applications.vision.analysis import head_to_head, rank_rulers, result_rows
+    from scarce.applications.vision.analysis import head_to_head, rank_rulers, report_context, result_rows
     from scarce.reporting.tables import print_vision_tables
     from scarce.reporting.vision import write_report
 
     frame = result_rows(run.store)
     ranking, table = rank_rulers(frame), head_to_head(frame)
-    held = info["ruler_auc_heldout"]
-    context = {
-        "preset": chosen.name, "noise": f"{chosen.noise} {chosen.scale}", "data": info["data"],
-        "classifier test accuracy": f"{info['test_accuracy']:.4f}",
-        "classifier access": ("labels only: rulers read a surrogate network's embedding (test accuracy "
-                              f"{info['surrogate_test_accuracy']:.4f}); no margin, so no margin Subset Simulation "
-                              "or AMLS" if chosen.access == "labels" else "logits"),
-        "rulers": "one per class of the seed" if chosen.conditioning == "class" else "pooled over all classes",
-        "ruler separation on held-out seeds (AUC within a class)": ", ".join(
-            f"{k} {v:.3f}" for k, v in sorted(held.items(), key=lambda kv: -kv[1])),
-    }
-    if info.get("ruler_auc_heldout_pooled"):
-        pooled = info["ruler_auc_heldout_pooled"]
-        context["the same rulers pooled over all classes, held-out AUC within a class"] = ", ".join(
-            f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]))
-    truth = chosen.truth_samples or chosen.methods.smc_samples
-    context["held-out evaluation"] = (
-        f"{len(outcome['eval_seeds'])} seeds x {chosen.n_runs} run(s) of every method; ground truth "
-        f"{truth:,} Monte Carlo samples per seed"
-        + (f", seeds with at least {chosen.min_truth_failures} failures in it" if chosen.min_truth_failures else ""))
-    context.update({"screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
-                    "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"])})
+    context = report_context(chosen, info, outcome)
     report = write_report(frame, ranking, table, run_dir / "report", context=context)
     print_vision_tables(ranking, table)
     typer.echo(f"report: {report}")

@@ -25,7 +25,7 @@ import numpy as np
 
 from scarce.applications.vision.methods import display_name
 
-__all__ = ["T_REF", "head_to_head", "rank_rulers", "result_rows"]
+__all__ = ["T_REF", "head_to_head", "rank_rulers", "report_context", "result_rows"]
 
 T_REF = 289.46 / 447_160  # s/query: the paper's Trad-SS reference rate (6.473e-4)
 
@@ -110,3 +110,31 @@ def head_to_head(frame: Any, stage: str = "eval") -> Any:
                     "mc_rms_rel_err", "mean_p", "smc_mean_p", "mae", "log10_mae", "median_rel_err",
                     "fp", "fn", "queries", "runtime_calibrated", "wall", "forward", "level_jumps",
                     "not_reached"]]
+
+
+def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+    """What the report states above its tables: the set-up, the rulers' held-out separation, the
+    evaluation's basis (seeds x runs, the truth's Monte Carlo budget) and the seeds used."""
+    held = info["ruler_auc_heldout"]
+    context = {
+        "preset": preset.name, "noise": f"{preset.noise} {preset.scale}", "data": info["data"],
+        "classifier test accuracy": f"{info['test_accuracy']:.4f}",
+        "classifier access": ("labels only: rulers read a surrogate network's embedding (test accuracy "
+                              f"{info['surrogate_test_accuracy']:.4f}); no margin, so no margin Subset Simulation "
+                              "or AMLS" if preset.access == "labels" else "logits"),
+        "rulers": "one per class of the seed" if preset.conditioning == "class" else "pooled over all classes",
+        "ruler separation on held-out seeds (AUC within a class)": ", ".join(
+            f"{k} {v:.3f}" for k, v in sorted(held.items(), key=lambda kv: -kv[1])),
+    }
+    if info.get("ruler_auc_heldout_pooled"):
+        pooled = info["ruler_auc_heldout_pooled"]
+        context["the same rulers pooled over all classes, held-out AUC within a class"] = ", ".join(
+            f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]))
+    truth = preset.truth_samples or preset.methods.smc_samples
+    context["held-out evaluation"] = (
+        f"{len(outcome['eval_seeds'])} seeds x {preset.n_runs} run(s) of every method; ground truth "
+        f"{truth:,} Monte Carlo samples per seed"
+        + (f", seeds with at least {preset.min_truth_failures} failures in it" if preset.min_truth_failures else ""))
+    context.update({"screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
+                    "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"])})
+    return context

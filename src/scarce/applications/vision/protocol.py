@@ -26,7 +26,7 @@ from scarce.errors import ScarceError, unknown_name_error
 from scarce.experiments.executors import Executor
 from scarce.experiments.run import Run
 from scarce.experiments.settings import check_table, load_presets, nest, parse_settings, task_seed
-from scarce.experiments.store import ResultStore
+from scarce.experiments.store import ResultStore, config_fingerprint
 from scarce.rulers import VISION_RULERS
 
 #: Values of ``VisionPreset.conditioning``: rulers pooled over all classes, or one per class.
@@ -302,6 +302,8 @@ class VisionRun:
     progress : optional callable ``progress(stage, done, total, label)``
     executor : where tasks run (:mod:`scarce.experiments.executors`; default serial, here). The
         context ships to each worker once; results do not depend on the executor.
+    store : the run directory's :class:`ResultStore`, if the caller opened it already (default:
+        opened here)
     """
 
     preset: VisionPreset
@@ -309,10 +311,16 @@ class VisionRun:
     context: Any
     progress: Callable[[str, int, int, str], None] | None = None
     executor: Executor | None = None
+    store: ResultStore | None = None
 
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir)
-        self.store = ResultStore(self.run_dir, self.preset.config())
+        if self.store is None:
+            self.store = ResultStore(self.run_dir, self.preset.config())
+        elif self.store.root.resolve() != self.run_dir.resolve() or \
+                self.store.fingerprint != config_fingerprint(self.preset.config()):
+            raise ScarceError(f"store {str(self.store.root)!r} is not the run directory {str(self.run_dir)!r} "
+                              "of this preset; pass the store of that directory or none")
         self._shared_objects: tuple[Any, MethodSettings, MethodSettings] | None = None
 
     # -- tasks -----------------------------------------------------------------------------
