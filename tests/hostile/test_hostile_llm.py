@@ -81,10 +81,10 @@ def test_groups_that_share_a_key_are_refused_naming_both(tmp_path):
 
 def test_a_cell_stored_under_another_key_is_left_out_of_the_report():
     class Store:
-        def items(self):
+        def timed_items(self):
             yield "cell-pc1_p75-G-eta2e-03-N300", {"kind": "cell", "stage": "main", "family": "pc1",
                                                    "percentile": 75, "group": "G", "eta": 1.5e-3,
-                                                   "n_samples": 300}
+                                                   "n_samples": 300}, {}
 
     with pytest.warns(ScarceWarning, match=r"holds the cell 'cell-pc1_p75-G-eta1.5e-03-N300'"):
         assert cell_rows(Store()).empty

@@ -88,3 +88,30 @@ def test_a_run_stage_stores_resumes_labels_progress_and_records_errors(tmp_path)
     with pytest.raises(ScarceError, match="bad settings"):
         run.stage("second", _task, {"s": "settings", "t4": 4})
     assert "s" in run.errors()
+
+
+def test_timings_are_stored_apart_from_the_results(tmp_path):
+    store = ResultStore(tmp_path / "run", {"name": "x"})
+    store.save("a", {"value": 1, "timing": {"wall": 0.5}})
+    store.save("b", {"value": 1, "timing": {"wall": 0.7}})
+    assert store.load("a") == store.load("b") == {"value": 1}  # the results alone: equal across runs
+    assert store.timing("a") == {"wall": 0.5} and store.timing("missing") == {}
+    assert [t for _, _, t in store.timed_items()] == [{"wall": 0.5}, {"wall": 0.7}]
+    record = __import__("json").loads((tmp_path / "run" / "tasks" / "a.json").read_text())
+    assert "timing" not in record["payload"] and record["timing"] == {"wall": 0.5}
+
+
+def test_a_task_file_that_kept_its_timing_inside_still_reads(tmp_path):
+    """Run directories written before timings were kept apart resume unchanged."""
+    import hashlib
+    import json
+
+    from scarce.experiments.store import _canonical
+
+    store = ResultStore(tmp_path / "run", {"name": "x"})
+    body = {"value": 1, "timing": {"wall": 0.5}}
+    record = {"key": "old", "fingerprint": store.fingerprint, "seed": None, "provenance": {},
+              "checksum": hashlib.sha256(_canonical(body).encode()).hexdigest(), "payload": body}
+    (tmp_path / "run" / "tasks").mkdir(exist_ok=True)
+    (tmp_path / "run" / "tasks" / "old.json").write_text(json.dumps(record))
+    assert store.load("old") == {"value": 1} and store.timing("old") == {"wall": 0.5}

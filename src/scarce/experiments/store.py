@@ -98,6 +98,9 @@ def provenance() -> dict[str, Any]:
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
+#: The payload entry a task's timings travel in; stored apart from its results.
+TIMING = "timing"
+
 #: What reading a JSON file can raise on damaged content (RecursionError: nested too deep).
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, RecursionError)
 
@@ -241,8 +244,8 @@ class ResultStore:
     def _error_path(self, key: str) -> Path:
         return self.root / "errors" / f"{_check_key(key)}.json"
 
-    def load(self, key: str) -> dict[str, Any] | None:
-        """The stored record of ``key``, or None if absent or unreadable (then it is recomputed)."""
+    def _record(self, key: str) -> dict[str, Any] | None:
+        """A task file's verified record, or None if absent or unreadable (then it is recomputed)."""
         path = self._task_path(key)
         if not path.exists():
             return None
@@ -256,18 +259,42 @@ class ResultStore:
             ok = False
         if not ok:
             warnings.warn(f"result file {path} is corrupted or partial; task {key!r} will be recomputed",
-                          CorruptResultWarning, stacklevel=2)
+                          CorruptResultWarning, stacklevel=3)
             return None
-        return payload
+        return data
+
+    def load(self, key: str) -> dict[str, Any] | None:
+        """The stored results of ``key`` (timings apart, see :meth:`timing`), or None if absent or
+        unreadable (then it is recomputed)."""
+        record = self._record(key)
+        if record is None:
+            return None
+        return {k: v for k, v in record["payload"].items() if k != TIMING}  # older files kept it inside
+
+    def timing(self, key: str) -> dict[str, Any]:
+        """The timings stored with ``key``'s results ({} when none or when the file is unreadable)."""
+        record = self._record(key)
+        if record is None:
+            return {}
+        timing = record.get(TIMING, record["payload"].get(TIMING))
+        return timing if isinstance(timing, dict) else {}
 
     def has(self, key: str) -> bool:
         return self.load(key) is not None
 
     def save(self, key: str, payload: Mapping[str, Any], *, seed: Any = None) -> None:
-        """Store a finished task atomically (and clear an earlier error record of it)."""
+        """Store a finished task atomically (and clear an earlier error record of it).
+
+        A ``"timing"`` entry of ``payload`` (seconds, which differ from run to run) is stored beside
+        the results, outside their checksum: :meth:`load` gives the results alone, the same for the
+        same seed on any machine, and :meth:`timing` the timings.
+        """
         body = json.loads(_canonical(dict(payload)))
+        timing = body.pop(TIMING, None)
         record = {"key": key, "fingerprint": self.fingerprint, "seed": seed, "provenance": provenance(),
                   "checksum": hashlib.sha256(_canonical(body).encode()).hexdigest(), "payload": body}
+        if timing is not None:
+            record[TIMING] = timing
         self._write(self._task_path(key), json.dumps(record, indent=1, allow_nan=True))
         try:
             self._error_path(key).unlink(missing_ok=True)
@@ -298,8 +325,15 @@ class ResultStore:
         return sorted(p.stem for p in (self.root / "tasks").glob("*.json"))
 
     def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Readable finished tasks, in key order."""
+        """Readable finished tasks' results (timings apart), in key order."""
+        for key, payload, _ in self.timed_items():
+            yield key, payload
+
+    def timed_items(self) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+        """Readable finished tasks as ``(key, results, timings)``, in key order (each file read once)."""
         for key in self.keys():
-            payload = self.load(key)
-            if payload is not None:
-                yield key, payload
+            record = self._record(key)
+            if record is not None:
+                payload = {k: v for k, v in record["payload"].items() if k != TIMING}
+                timing = record.get(TIMING, record["payload"].get(TIMING))
+                yield key, payload, timing if isinstance(timing, dict) else {}

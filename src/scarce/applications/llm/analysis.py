@@ -85,10 +85,12 @@ def cell_rows(store: Any) -> Any:
     import pandas as pd
 
     rows = []
-    for key, payload in store.items():
+    for key, payload, timing in store.timed_items():
         if payload.get("kind") != "cell" or not _key_matches(key, payload):
             continue
         runs = payload["runs"]
+        # seconds per run: stored apart from the results (older run directories kept them in each run)
+        seconds = timing.get("run_seconds") or [run.get("seconds", math.nan) for run in runs]
         p = np.array([run["p"] for run in runs], float)
         ratios = _ratios(p, payload["factor"], payload["p_ref"])
         eta, pb, ph = payload["eta"], payload["benign_mass"], payload["harmful_mass"]
@@ -107,7 +109,7 @@ def cell_rows(store: Any) -> Any:
             # The paper's bias decomposition (eq. selector-bias-decomp): (1-eta)/eta * P_b/P_h.
             "leakage_bias": float(leakage_relative_bias(eta, pb, ph)) if ph > 0 else math.inf,
             "queries": float(np.mean([run["queries"] for run in runs])),
-            "seconds": float(np.mean([run["seconds"] for run in runs])),
+            "seconds": float(np.mean(seconds)),
             "levels": float(np.mean([run["levels"] for run in runs])),
             "reached": float(np.mean([run["reached"] for run in runs])),
             **_run_summary(ratios),

@@ -35,7 +35,7 @@ def result_rows(store: Any) -> Any:
     import pandas as pd
 
     rows = []
-    for _, payload in store.items():
+    for _, payload, timing in store.timed_items():
         res = payload["result"]
         rows.append({
             "stage": payload["stage"], "seed_index": payload["seed_index"], "label": payload["label"],
@@ -44,7 +44,7 @@ def result_rows(store: Any) -> Any:
             "n_failed": res["n_failed"], "reached_failure": res["reached_failure"],
             "status": res["status"], "n_levels": len(res.get("levels", ())),
             "level_jumps": res.get("info", {}).get("level_jumps", 0),
-            "wall": payload["timing"]["wall"], "forward": payload["timing"]["forward"],
+            "wall": timing.get("wall", res.get("wall_time", np.nan)), "forward": timing.get("forward", np.nan),
         })
     frame = pd.DataFrame(rows)
     if frame.empty:
