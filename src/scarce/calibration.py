@@ -37,8 +37,9 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from scarce._checks import check_labels, check_scores, is_real, warn_user
-from scarce.errors import ScarceError, ScarceWarning, check_in_interval, check_positive_int
+from scarce.checks import check_labels, check_scores, is_real, warn_user
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError, ScarceWarning
 from scarce.seeding import SeedLike, as_generator
 
 __all__ = ["CalibratedEstimate", "CalibrationWarning", "SurrogateCalibration", "precision_recall"]

@@ -181,7 +181,7 @@ class Envelope:
     @classmethod
     def from_running(cls, running: list[float] | tuple[float, ...], final: float, delta: float) -> Envelope:
         """Build the envelope from the running estimates ``P_hat_l`` and the final estimate."""
-        from scarce.errors import check_in_interval
+        from scarce.checks import check_in_interval
 
         delta = check_in_interval("delta", delta, 0.0, 1.0, high_open=True)
         return cls(delta=delta, level_lower=tuple(delta * p for p in running), lower=delta * final)

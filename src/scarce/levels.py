@@ -56,7 +56,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce.errors import ScarceError, check_in_interval, check_positive_int
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError
 
 
 @dataclass(frozen=True)

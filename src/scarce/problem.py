@@ -15,16 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from scarce._checks import tensor_to_numpy
-from scarce.errors import (
-    EvaluationError,
-    ScarceError,
-    check_finite_float,
-    check_in_interval,
-    check_positive_int,
-    describe_bad_positions,
-    show,
-)
+from scarce.checks import tensor_to_numpy
+from scarce.checks import check_finite_float, check_in_interval, check_positive_int, describe_bad_positions
+from scarce.errors import EvaluationError, ScarceError, show
 
 Evaluate = Callable[[Any], tuple[Any, Any]]
 Transform = Callable[[np.ndarray], Any]

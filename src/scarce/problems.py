@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scarce.errors import ScarceError, check_in_interval, check_positive_int, unknown_name_error
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError, unknown_name_error
 from scarce.problem import MAX_DIM, RareEventProblem
 
 

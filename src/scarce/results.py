@@ -130,7 +130,7 @@ class LevelState:
         Valid at every level at once, so a user may stop whenever they like (module
         :mod:`scarce.envelope`, paper Theorem 1).
         """
-        from scarce.errors import check_in_interval
+        from scarce.checks import check_in_interval
 
         return check_in_interval("delta", delta, 0.0, 1.0, low_open=True, high_open=True) * self.running_probability
 
@@ -268,7 +268,7 @@ class EstimateResult:
           number of clusters, not their count (the small-sample correction of Bell and
           McCaffrey 2002; Imbens and Kolesar 2016).
         """
-        from scarce.errors import check_in_interval
+        from scarce.checks import check_in_interval
 
         level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
         if self.interval == "clopper-pearson":

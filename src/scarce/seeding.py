@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Union
 
 import numpy as np
+from scarce.errors import show
 
 SeedLike = Union[int, np.integer, np.random.SeedSequence, np.random.Generator, None]
 
@@ -15,7 +16,7 @@ def as_generator(seed: SeedLike, name: str = "seed") -> np.random.Generator:
     ``name`` is the caller's parameter name (``"random_state"`` for scikit-learn style
     classes), used in the error for anything else: a bool, a negative int, a float, a string.
     """
-    from scarce.errors import ScarceError, show
+    from scarce.errors import ScarceError
 
     if isinstance(seed, np.random.Generator):
         return seed

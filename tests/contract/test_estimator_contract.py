@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from scarce.errors import ScarceError, check_positive_int
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError
 from scarce.estimators import AMLS, MonteCarlo, SubsetSimulation, available_estimators, make_estimator, register_estimator
 from scarce.estimators import registry
 from scarce.results import EstimateResult, LevelDiagnostics

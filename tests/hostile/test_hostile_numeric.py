@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import pytest
 
-from scarce.errors import EvaluationError, ScarceError, check_in_interval, check_positive_int
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import EvaluationError, ScarceError
 from scarce.problem import RareEventProblem
 from scarce.problems import linear
 from scarce.rulers import RulerFitWarning, make_ruler

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from scarce.estimators import MonteCarlo, SubsetSimulation
-from scarce.errors import EvaluationError, ScarceError, check_in_interval, check_positive_int
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import EvaluationError, ScarceError
 from scarce.kernels import KERNELS, make_kernel
 from scarce.normals import check_dtype
 from scarce.problem import RareEventProblem

@@ -84,7 +84,7 @@ def _estimator(method: Method, n_samples: int, level_probability: float, kernel:
 
 def _check_report_options(confidence: float, delta: float) -> None:
     """--confidence and --delta checked before the run (they are used only to report it)."""
-    from scarce.errors import check_in_interval
+    from scarce.checks import check_in_interval
 
     check_in_interval("--confidence", confidence, 0.0, 1.0, high_open=True)
     check_in_interval("--delta", delta, 0.0, 1.0, high_open=True)

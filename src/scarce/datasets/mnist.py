@@ -46,7 +46,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scarce._atomic import atomic_write_bytes
-from scarce.errors import ScarceError, check_flag, check_positive_int
+from scarce.checks import check_flag, check_positive_int
+from scarce.errors import ScarceError
 
 __all__ = [
     "EMBEDDED_SOURCE",

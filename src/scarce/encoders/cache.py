@@ -52,7 +52,8 @@ from typing import BinaryIO, Union
 import numpy as np
 
 from scarce._atomic import atomic_write_bytes, remove_stale_temporaries
-from scarce.errors import ScarceError, ScarceWarning, check_positive_int
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = ["CHECKSUM", "EmbeddingCache", "ProgressCallback", "cached_encode", "read_shard", "shard_checksum",
            "text_digest"]

@@ -39,7 +39,8 @@ import torch
 
 from scarce.encoders.cache import EmbeddingCache, ProgressCallback, cached_encode
 from scarce.encoders.device import check_device
-from scarce.errors import ScarceError, check_in_interval, check_positive_int
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError
 
 __all__ = [
     "DEFAULT_PREFIX_TOKEN_ID",

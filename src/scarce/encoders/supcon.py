@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from scarce._checks import check_embeddings, check_labels
-from scarce.errors import ScarceError, check_in_interval, check_positive_int
+from scarce.checks import check_embeddings, check_labels
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError
 from scarce.seeding import SeedLike, as_generator
 
 __all__ = ["HeadConfig", "ProjectionHead", "supcon_loss", "train_projection_head"]

@@ -43,7 +43,8 @@ import numpy as np
 
 from scarce.encoders.cache import EmbeddingCache, ProgressCallback, cached_encode
 from scarce.encoders.device import check_device
-from scarce.errors import ScarceError, check_choice, check_positive_int
+from scarce.checks import check_choice, check_positive_int
+from scarce.errors import ScarceError
 
 __all__ = ["DEFAULT_MAX_SEQ_LENGTH", "DEFAULT_WINDOW_OVERLAP", "MINILM", "RENDERING", "SentenceEncoder",
            "render_conversation"]

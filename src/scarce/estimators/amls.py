@@ -92,13 +92,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scarce.errors import (
-    BudgetExhaustedWarning,
-    ScarceError,
-    StalledLevelWarning,
-    check_in_interval,
-    check_positive_int,
-)
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result
 from scarce.levels import check_level_sizes, exceeds_budget
 from scarce.problem import RareEventProblem

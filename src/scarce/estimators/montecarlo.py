@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from scarce.errors import check_positive_int
+from scarce.checks import check_positive_int
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem

@@ -79,15 +79,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from scarce.envelope import chain_correlation_factor, combine_cov, level_cov, lineage_variance
+from scarce.checks import check_flag, check_in_interval, check_positive_int
 from scarce.errors import (
     BudgetExhaustedWarning,
     LowAcceptanceWarning,
     ScarceError,
     StalledLevelWarning,
     ThinEvidenceWarning,
-    check_flag,
-    check_in_interval,
-    check_positive_int,
     unknown_name_error,
 )
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result

@@ -44,7 +44,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from scarce._allocator import keep_large_blocks
-from scarce.errors import ScarceError, check_positive_int, unknown_name_error
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError, unknown_name_error
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

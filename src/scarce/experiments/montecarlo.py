@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from scarce.errors import ScarceError, check_positive_int
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError
 from scarce.estimators.base import Estimator, build_result
 from scarce.experiments.executors import Executor, SerialExecutor, run_grid
 from scarce.experiments.store import ResultStore

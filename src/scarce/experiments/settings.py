@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from scarce.errors import ScarceError, split_setting, unknown_name_error
+from scarce.checks import split_setting
+from scarce.errors import ScarceError, unknown_name_error
 
 __all__ = ["check_table", "coerce_setting", "load_presets", "nest", "parse_settings", "task_seed"]
 

@@ -47,7 +47,7 @@ import math
 
 import numpy as np
 
-from scarce.errors import check_choice, check_flag, check_in_interval
+from scarce.checks import check_choice, check_flag, check_in_interval
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.normals import standard_normal
 

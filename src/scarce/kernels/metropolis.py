@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scarce.errors import check_choice, check_flag, check_in_interval
+from scarce.checks import check_choice, check_flag, check_in_interval
 from scarce.kernels.base import Kernel, KernelParams
 
 _PROPOSALS = ("uniform", "normal")

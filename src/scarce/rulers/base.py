@@ -41,7 +41,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from scarce._checks import (
+from scarce.checks import (
     check_embeddings,
     check_labels,
     check_percentile,

@@ -32,8 +32,9 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from scarce._checks import check_embeddings, check_labels, check_percentile, warn_user
-from scarce.errors import ScarceError, check_choice, check_positive_int, show
+from scarce.checks import check_embeddings, check_labels, check_percentile, warn_user
+from scarce.checks import check_choice, check_positive_int
+from scarce.errors import ScarceError, show
 from scarce.rulers.base import BaseRuler, RulerFitWarning, percentile_threshold
 from scarce.selection.metrics import auc
 

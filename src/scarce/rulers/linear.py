@@ -15,8 +15,9 @@ from scipy import linalg
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
 
-from scarce._checks import warn_user
-from scarce.errors import ScarceError, check_in_interval, check_positive_int
+from scarce.checks import warn_user
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError
 from scarce.rulers.base import LinearRuler, RulerFitWarning, check_random_state_param
 
 __all__ = ["CentroidRotationRuler", "CentroidRuler", "FisherRuler", "LogisticRuler", "PC1Ruler"]

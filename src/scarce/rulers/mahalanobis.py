@@ -14,8 +14,9 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.covariance import OAS, LedoitWolf
 
-from scarce._checks import warn_user
-from scarce.errors import ScarceError, check_in_interval
+from scarce.checks import warn_user
+from scarce.checks import check_in_interval
+from scarce.errors import ScarceError
 from scarce.rulers.anchored import ANCHORINGS, AnchoredRuler
 from scarce.rulers.base import RulerFitWarning
 

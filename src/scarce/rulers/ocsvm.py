@@ -18,8 +18,9 @@ from sklearn.linear_model import SGDOneClassSVM
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.svm import OneClassSVM
 
-from scarce._checks import is_real
-from scarce.errors import ScarceError, check_in_interval, check_positive_int
+from scarce.checks import is_real
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError
 from scarce.rulers.anchored import ANCHORINGS, AnchoredRuler
 from scarce.rulers.base import check_random_state_param
 

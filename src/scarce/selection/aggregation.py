@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from scarce._checks import as_real_array, check_scores, power_of_two_scale
+from scarce.checks import as_real_array, check_scores, power_of_two_scale
 from scarce.errors import ScarceError, show, unknown_name_error
 from scarce.selection.metrics import compute_metrics, metric_spec
 

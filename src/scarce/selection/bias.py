@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from scarce._checks import as_real_array, check_scores
+from scarce.checks import as_real_array, check_scores
 from scarce.errors import ScarceError, show
 
 __all__ = ["leakage_masses", "leakage_relative_bias"]

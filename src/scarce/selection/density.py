@@ -40,8 +40,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.signal import fftconvolve
 
-from scarce._checks import check_scores, is_real, power_of_two_scale
-from scarce.errors import ScarceError, check_in_interval, check_positive_int, show
+from scarce.checks import check_scores, is_real, power_of_two_scale
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError, show
 
 __all__ = ["GridDensities", "knn_kl_divergence", "shared_grid_densities"]
 
@@ -133,7 +134,7 @@ def shared_grid_densities(good: NDArray[np.float64], bad: NDArray[np.float64], *
     -------
     GridDensities
         Grid and bandwidths in score units. Scores of extreme magnitude are divided by a power
-        of two first (:func:`scarce._checks.power_of_two_scale`) and the grid scaled back.
+        of two first (:func:`scarce.checks.power_of_two_scale`) and the grid scaled back.
     """
     good = check_scores(good, name="good", min_size=2)
     bad = check_scores(bad, name="bad", min_size=2)

@@ -32,8 +32,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from scarce._checks import check_scores, power_of_two_scale
-from scarce.errors import ScarceError, check_positive_int, unknown_name_error
+from scarce.checks import check_scores, power_of_two_scale
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError, unknown_name_error
 from scarce.selection.density import GridDensities, knn_kl_divergence, shared_grid_densities
 
 __all__ = [

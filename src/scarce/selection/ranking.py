@@ -16,8 +16,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from scarce._checks import as_real_array
-from scarce.errors import ScarceError, check_in_interval, check_positive_int, unknown_name_error
+from scarce.checks import as_real_array
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError, unknown_name_error
 from scarce.seeding import SeedLike, as_generator
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scarce._checks import check_labels, check_scores
+from scarce.checks import check_labels, check_scores
 from scarce.errors import ScarceError, unknown_name_error
 from scarce.seeding import SeedLike, as_generator
 from scarce.selection.aggregation import AGGREGATIONS, aggregate_array

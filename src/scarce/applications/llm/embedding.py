@@ -16,7 +16,8 @@ import numpy as np
 
 from scarce.encoders.cache import ProgressCallback
 from scarce.encoders.device import check_device
-from scarce.errors import ScarceError, check_positive_int, unknown_name_error
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError, unknown_name_error
 
 __all__ = ["ENCODERS", "embed_corpus", "embedding_matrix"]
 

@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from scarce._checks import check_labels, check_scores
-from scarce.errors import ScarceError, check_positive_int
+from scarce.checks import check_labels, check_scores
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError
 from scarce.problem import RareEventProblem
 from scarce.seeding import SeedLike, as_generator
 

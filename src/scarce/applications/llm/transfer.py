@@ -36,7 +36,8 @@ import numpy as np
 
 from scarce.applications.llm.corpus import benign_mask, check_corpus, group_mask, group_names
 from scarce.applications.llm.fleet import Fleet, check_eta, reference_probability
-from scarce.errors import ScarceError, ScarceWarning, check_positive_int, unknown_name_error
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
 from scarce.experiments.settings import task_seed
 
 __all__ = ["TransferConfig", "best_per_pair", "transfer_matrix"]

@@ -40,9 +40,10 @@ import torch.nn.functional as F
 from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
-from scarce._checks import warn_user
+from scarce.checks import warn_user
 from scarce._atomic import atomic_write_bytes
-from scarce.errors import ScarceError, ScarceWarning, check_positive_int
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = [
     "ClassifierConfig",

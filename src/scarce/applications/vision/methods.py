@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from scarce.applications.vision.problem import VisionModel, perturbation_problem
-from scarce.errors import ScarceError, ScarceWarning, check_in_interval, check_positive_int, unknown_name_error
+from scarce.checks import check_in_interval, check_positive_int
+from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
 from scarce.results import EstimateResult
 from scarce.seeding import SeedLike
 

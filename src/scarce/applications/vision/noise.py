@@ -26,7 +26,8 @@ from typing import Protocol
 import numpy as np
 from scipy.special import ndtr
 
-from scarce.errors import ScarceError, check_in_interval, unknown_name_error
+from scarce.checks import check_in_interval
+from scarce.errors import ScarceError, unknown_name_error
 
 __all__ = ["GaussianNoise", "Noise", "UniformNoise", "make_noise", "NOISES"]
 

@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce.errors import ScarceError, check_positive_int
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError
 from scarce.problem import RareEventProblem
 
 __all__ = ["ForwardOutputs", "VisionModel", "margin", "perturbation_problem"]

@@ -150,7 +150,7 @@ _PRESET_INTS = {"n_candidates": 1, "n_screen": 1, "n_eval": 1, "n_runs": 1, "top
 def _check_sizes(preset: VisionPreset) -> None:
     """Every integer field an int in range (numpy integers become ints), the floats finite."""
     from scarce.applications.vision.limits import SEED_POOL
-    from scarce.errors import check_in_interval, check_positive_int
+    from scarce.checks import check_in_interval, check_positive_int
 
     for name, minimum in _PRESET_INTS.items():
         object.__setattr__(preset, name, check_positive_int(name, getattr(preset, name), minimum=minimum))
