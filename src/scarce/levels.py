@@ -47,6 +47,31 @@ level once the boundary itself has failed (``m + 1`` failures).  With
 a failure fraction just under ``p0`` then ends the run instead of paying a whole
 level of model calls to estimate a conditional probability near 1
 (:class:`~scarce.estimators.subset.SubsetSimulation` explains the default).
+
+Examples of :func:`next_threshold`
+----------------------------------
+Ties at the boundary are split by their keys:
+
+>>> scores, keys = np.array([0.0, 1, 1, 1, 1, 2]), np.array([0.5, 0.1, 0.4, 0.3, 0.2, 0.9])
+>>> next_threshold(scores, 0.34, keys=keys)
+ThresholdChoice(threshold=1.0, n_above=2, probability=0.3333333333333333, stalled=False, key=0.3)
+
+and without keys killed with it, so fewer than ``m`` may survive:
+
+>>> next_threshold(scores, 0.34).n_above
+1
+
+With ``min_failures``, fewer failures than ``m`` already end the run:
+
+>>> scores = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, np.inf])
+>>> next_threshold(scores, 0.2).probability, next_threshold(scores, 0.2, min_failures=1).threshold
+(0.2, inf)
+
+A population tied at one score cannot rise: the next level is the failure event, with the
+failures the population holds (none here):
+
+>>> next_threshold(np.array([1.0, 1.0, 1.0, 1.0]), 0.5)
+ThresholdChoice(threshold=inf, n_above=0, probability=0.0, stalled=True, key=-inf)
 """
 
 from __future__ import annotations
@@ -188,12 +213,8 @@ def exceeds_budget(n_queries: int, cost: int, max_queries: int | None) -> bool:
     return max_queries is not None and n_queries + cost > max_queries
 
 
-def next_threshold(
-    scores: np.ndarray,
-    level_probability: float,
-    min_failures: int | None = None,
-    keys: np.ndarray | None = None,
-) -> ThresholdChoice:
+def next_threshold(scores: np.ndarray, level_probability: float, min_failures: int | None = None,
+                   keys: np.ndarray | None = None) -> ThresholdChoice:
     """Choose the next level from a population's effective scores and tie-breaking keys.
 
     The boundary is the ``(m + 1)``-th largest ``(score, key)`` pair (``m = round(p0 * N)``);
@@ -221,33 +242,10 @@ def next_threshold(
 
     Examples
     --------
-    The boundary is the third largest score, 0.8; the level is everything above it:
+    The boundary is the third largest score, 0.8 (ties, ``min_failures``, plateaus: module examples):
 
     >>> next_threshold(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]), 0.2)
     ThresholdChoice(threshold=0.8, n_above=2, probability=0.2, stalled=False, key=inf)
-
-    Ties at the boundary are split by their keys:
-
-    >>> scores, keys = np.array([0.0, 1, 1, 1, 1, 2]), np.array([0.5, 0.1, 0.4, 0.3, 0.2, 0.9])
-    >>> next_threshold(scores, 0.34, keys=keys)
-    ThresholdChoice(threshold=1.0, n_above=2, probability=0.3333333333333333, stalled=False, key=0.3)
-
-    and without keys killed with it, so fewer than ``m`` may survive:
-
-    >>> next_threshold(scores, 0.34).n_above
-    1
-
-    With ``min_failures``, fewer failures than ``m`` already end the run:
-
-    >>> scores = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, np.inf])
-    >>> next_threshold(scores, 0.2).probability, next_threshold(scores, 0.2, min_failures=1).threshold
-    (0.2, inf)
-
-    A population tied at one score cannot rise: the next level is the failure event, with the
-    failures the population holds (none here):
-
-    >>> next_threshold(np.array([1.0, 1.0, 1.0, 1.0]), 0.5)
-    ThresholdChoice(threshold=inf, n_above=0, probability=0.0, stalled=True, key=-inf)
     """
     n = scores.shape[0]
     m = n_seeds_target(n, level_probability)

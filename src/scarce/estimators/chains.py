@@ -110,18 +110,9 @@ def chain_lengths(n_samples: int, n_chains: int) -> np.ndarray:
 
 
 def run_chains(
-    kernel: Kernel,
-    seeds_u: np.ndarray,
-    seeds_score: np.ndarray,
-    threshold: float,
-    n_samples: int,
-    scale: float,
-    evaluate: LatentEvaluate,
-    rng: np.random.Generator,
-    seeds_parent: np.ndarray | None = None,
-    count_seeds: bool = True,
-    seeds_key: np.ndarray | None = None,
-    threshold_key: float = -math.inf,
+    kernel: Kernel, seeds_u: np.ndarray, seeds_score: np.ndarray, threshold: float, n_samples: int, scale: float,
+    evaluate: LatentEvaluate, rng: np.random.Generator, seeds_parent: np.ndarray | None = None,
+    count_seeds: bool = True, seeds_key: np.ndarray | None = None, threshold_key: float = -math.inf,
 ) -> tuple[Population, ChainStats]:
     """Grow ``n_samples`` states of N(0, I) restricted to a level from the seeds.
 
@@ -132,75 +123,83 @@ def run_chains(
     Parameters
     ----------
     kernel : Kernel
-    seeds_u : ndarray, shape (n_seeds, d)
-        Seeds, distributed as the level's target; they are the chains' first states.
-    seeds_score : ndarray, shape (n_seeds,)
-        Their effective scores (all in the level).
+    seeds_u, seeds_score : ndarray, shapes (n_seeds, d) and (n_seeds,)
+        Seeds, distributed as the level's target (the chains' first states), and their effective scores.
     threshold : float
         Boundary score of the level.
     n_samples : int
         Total states of the level (seeds included when ``count_seeds``).
     scale : float
-        Kernel scale at the first step (adapted when ``kernel.adapt``).
+        Kernel scale at the first step (then as :meth:`Kernel.adapted` says).
     evaluate : callable
         ``evaluate(u_batch, step) -> effective scores``; called once per step.
     rng : numpy.random.Generator
     seeds_parent : ndarray of int, shape (n_seeds,), optional
-        The previous level's chain each seed belongs to; stored, reordered with
-        the chains, as :attr:`Population.parent`.
+        The previous level's chain of each seed (:attr:`Population.parent`, reordered with the chains).
     count_seeds : bool
-        Whether each seed is its chain's first counted state; when False the
-        seeds are only moved from and every counted state is an MCMC move.
-    seeds_key : ndarray, shape (n_seeds,), optional
-        The seeds' tie-breaking keys; fresh uniform draws when omitted.
-    threshold_key : float
-        Tie-breaking key of the boundary (``-inf``: every tie at ``threshold`` is in the level).
+        Whether each seed is its chain's first counted state (else every counted state is a move).
+    seeds_key, threshold_key : optional
+        The seeds' tie-breaking keys (fresh uniform draws when omitted) and the boundary's
+        (``-inf``: every tie at ``threshold`` is in the level).
 
     Returns
     -------
     (Population, ChainStats)
     """
     order = rng.permutation(seeds_u.shape[0])  # which seeds get the longer chains is random
-    current_u = seeds_u[order].copy()
-    current_s = seeds_score[order].copy()
+    current_u, current_s = seeds_u[order].copy(), seeds_score[order].copy()
     current_k = rng.random(order.size) if seeds_key is None else np.asarray(seeds_key, dtype=float)[order].copy()
-    n_chains, dim = current_u.shape
-    lengths = chain_lengths(n_samples, n_chains)  # counted states per chain
-    length = int(lengths[0])
-    # the seed sits at state 0 when counted; otherwise the first move is state 0
-    first = 1 if count_seeds else 0
-    u = np.empty((n_chains, length, dim), dtype=current_u.dtype)
-    score = np.full((n_chains, length), np.nan)
-    key = np.full((n_chains, length), np.nan)
-    mask = np.arange(length)[None, :] < lengths[:, None]
-    if count_seeds:
-        u[:, 0], score[:, 0], key[:, 0] = current_u, current_s, current_k
-
+    lengths = chain_lengths(n_samples, current_u.shape[0])  # counted states per chain
+    u, score, key, mask = _states(current_u, current_s, current_k, lengths, count_seeds)
     params: KernelParams = kernel.tune(current_u, scale)
     n_accepted = n_proposed = n_queries = 0
-    for step, state in enumerate(range(first, length), start=1):
+    # the seed sits at state 0 when counted; otherwise the first move is state 0
+    for step, state in enumerate(range(1 if count_seeds else 0, int(lengths[0])), start=1):
         active = int(np.count_nonzero(lengths > state))  # a leading slice: lengths are sorted
         cur_u, cur_s, cur_k = current_u[:active], current_s[:active], current_k[:active]
-        candidate = kernel.propose(cur_u, params, rng)
-        cand_k = rng.random(active)
-        # an unchanged candidate needs no model call; kernels whose candidates move almost surely
-        # (aCS) skip the check, a full pass over the batch
-        moved = np.ones(active, dtype=bool) if kernel.always_moves else np.any(candidate != cur_u, axis=1)
-        cand_s = cur_s.copy()
-        if moved.all():
-            cand_s = evaluate(candidate, step)
-            n_queries += active
-        elif moved.any():
-            cand_s[moved] = evaluate(candidate[moved], step)
-            n_queries += int(moved.sum())
-        accept = moved & in_level(cand_s, cand_k, threshold, threshold_key)
-        cur_u[accept] = candidate[accept]
-        cur_s[accept] = cand_s[accept]
-        cur_k[accept] = cand_k[accept]
+        accept, calls = _move(kernel, params, cur_u, cur_s, cur_k, evaluate, rng, step, (threshold, threshold_key))
         u[:active, state], score[:active, state], key[:active, state] = cur_u, cur_s, cur_k
-        n_accepted += int(accept.sum())
-        n_proposed += active
+        n_accepted, n_proposed, n_queries = n_accepted + int(accept.sum()), n_proposed + active, n_queries + calls
         params = kernel.adapted(params, accept.sum() / active, step)
     rate = n_accepted / n_proposed if n_proposed else math.nan
     parent = None if seeds_parent is None else np.asarray(seeds_parent)[order]
     return Population(u=u, score=score, key=key, mask=mask, parent=parent), ChainStats(rate, params.scale, n_queries)
+
+
+def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengths: np.ndarray,
+            count_seeds: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Empty state arrays ``(n_chains, longest, ...)`` with the seeds at state 0 when they count."""
+    n_chains, dim = seeds_u.shape
+    length = int(lengths[0])
+    u = np.empty((n_chains, length, dim), dtype=seeds_u.dtype)
+    score = np.full((n_chains, length), np.nan)
+    key = np.full((n_chains, length), np.nan)
+    mask = np.arange(length)[None, :] < lengths[:, None]
+    if count_seeds:
+        u[:, 0], score[:, 0], key[:, 0] = seeds_u, seeds_s, seeds_k
+    return u, score, key, mask
+
+
+def _move(kernel: Kernel, params: KernelParams, cur_u: np.ndarray, cur_s: np.ndarray, cur_k: np.ndarray,
+          evaluate: LatentEvaluate, rng: np.random.Generator, step: int,
+          level: tuple[float, float]) -> tuple[np.ndarray, int]:
+    """One MCMC move of the active chains, in place; the accepted mask and the model calls made.
+
+    A candidate is accepted exactly when it lies in the level (``level = (threshold, key)``);
+    an unchanged candidate needs no model call, and kernels whose candidates move almost surely
+    (aCS) skip that check, a full pass over the batch.
+    """
+    candidate = kernel.propose(cur_u, params, rng)
+    cand_k = rng.random(cur_u.shape[0])
+    moved = np.ones(cur_u.shape[0], dtype=bool) if kernel.always_moves else np.any(candidate != cur_u, axis=1)
+    cand_s, calls = cur_s.copy(), 0
+    if moved.all():
+        cand_s, calls = evaluate(candidate, step), cur_u.shape[0]
+    elif moved.any():
+        cand_s[moved] = evaluate(candidate[moved], step)
+        calls = int(moved.sum())
+    accept = moved & in_level(cand_s, cand_k, *level)
+    cur_u[accept] = candidate[accept]
+    cur_s[accept] = cand_s[accept]
+    cur_k[accept] = cand_k[accept]
+    return accept, calls

@@ -592,17 +592,10 @@ def executor_from_options(executor: str = "process", *, dask: str | None = None,
 
 
 # -- the durable loop ------------------------------------------------------------------------
-def run_grid(
-    store: Any,
-    executor: Executor | None,
-    fn: Callable[..., Mapping[str, Any]],
-    tasks: Mapping[str, Any],
-    *,
-    shared: Any = NOTHING,
-    seeds: Mapping[str, Any] | None = None,
-    progress: Callable[[int, int, str], None] | None = None,
-    abort_on: tuple[type[BaseException], ...] = (),
-) -> dict[str, dict[str, Any]]:
+def run_grid(store: Any, executor: Executor | None, fn: Callable[..., Mapping[str, Any]], tasks: Mapping[str, Any], *,
+             shared: Any = NOTHING, seeds: Mapping[str, Any] | None = None,
+             progress: Callable[[int, int, str], None] | None = None,
+             abort_on: tuple[type[BaseException], ...] = ()) -> dict[str, dict[str, Any]]:
     """Run the tasks of a grid that are not in ``store`` yet; save each result as it arrives.
 
     Parameters
@@ -631,14 +624,8 @@ def run_grid(
         ``tasks``; a task that raised is absent (its error is in ``store.errors()``).
     """
     executor = executor if executor is not None else SerialExecutor()
-    payloads: dict[str, dict[str, Any]] = {}
-    todo: dict[str, Any] = {}
-    for key, task in tasks.items():
-        stored = store.load(key)
-        if stored is None:
-            todo[key] = task
-        else:
-            payloads[key] = stored
+    payloads = {key: stored for key in tasks if (stored := store.load(key)) is not None}
+    todo = {key: task for key, task in tasks.items() if key not in payloads}
     total, done = len(tasks), len(payloads)
     if progress is not None:
         progress(done, total, "resumed" if done else "start")

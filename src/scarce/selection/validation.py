@@ -213,6 +213,17 @@ def _family_errors(errors: Mapping[Hashable, float], families: list) -> np.ndarr
     return check_scores([errors[f] for f in families], name="errors")
 
 
+def _finite_selector(v: np.ndarray, higher_is_better: bool, how: str, metric: str, families: list) -> np.ndarray:
+    """Each family's aggregated selector value; a ScarceError naming the families where it is not finite."""
+    sel = np.asarray(aggregate_array(v, higher_is_better, how, axis=1))
+    if not np.isfinite(sel).all():
+        bad = [f for f, x in zip(families, sel.tolist(), strict=True) if not np.isfinite(x)]
+        raise ScarceError(f"values: the {how} {metric} of families {bad[:5]} is not finite, so the "
+                          "families cannot be ranked by it (cohens_d and fisher_ratio are infinite "
+                          "when a group's good and bad scores both have zero spread)")
+    return sel
+
+
 def validate_selector(values: GroupValues, errors: Mapping[Hashable, float], *, metric: str,
                       how: str = "worst", level: float = 0.95, n_resamples: int = 2000,
                       n_permutations: int = 9999, seed: SeedLike = None) -> SelectorValidation:
@@ -247,12 +258,7 @@ def validate_selector(values: GroupValues, errors: Mapping[Hashable, float], *, 
     families, groups, v = _matrix(values)
     target = -_family_errors(errors, families)
     sign = 1.0 if spec.higher_is_better else -1.0
-    sel = np.asarray(aggregate_array(v, spec.higher_is_better, how, axis=1))
-    if not np.isfinite(sel).all():
-        bad = [f for f, x in zip(families, sel.tolist(), strict=True) if not np.isfinite(x)]
-        raise ScarceError(f"values: the {how} {metric} of families {bad[:5]} is not finite, so the "
-                          "families cannot be ranked by it (cohens_d and fisher_ratio are infinite "
-                          "when a group's good and bad scores both have zero spread)")
+    sel = _finite_selector(v, spec.higher_is_better, how, metric, families)
     oriented = sign * sel
     logo = [spearman(sign * aggregate_array(np.delete(v, j, axis=1), spec.higher_is_better, how,
                                             axis=1), target)

@@ -76,18 +76,9 @@ def _make_encoder(encoder: Any, model: Any, tokenizer: Any, device: str | None,
     return "minilm", SentenceEncoder("minilm" if model is None else model, device=device, **options)
 
 
-def embed_corpus(
-    frame: Any,
-    encoder: Any = "minilm",
-    *,
-    model: Any = None,
-    tokenizer: Any = None,
-    cache_dir: PathLike | None = None,
-    batch_size: int | None = None,
-    device: str | None = None,
-    progress: ProgressCallback | None = None,
-    **options: Any,
-) -> Any:
+def embed_corpus(frame: Any, encoder: Any = "minilm", *, model: Any = None, tokenizer: Any = None,
+                 cache_dir: PathLike | None = None, batch_size: int | None = None, device: str | None = None,
+                 progress: ProgressCallback | None = None, **options: Any) -> Any:
     """Embed every record of a corpus table.
 
     Parameters
@@ -99,19 +90,13 @@ def embed_corpus(
         ``"judge"``: :class:`scarce.encoders.judge.JudgeEncoder` (hidden states and p_unsafe).
         A built ``SentenceEncoder`` or ``JudgeEncoder`` is used as is (then ``model``,
         ``tokenizer``, ``device`` and ``options`` are ignored).
-    model : optional
-        For ``"judge"`` (required): a model name, directory or loaded causal LM. For ``"minilm"``:
-        None (the bundled model) or a loaded SentenceTransformer (then pass ``model_id``).
-    tokenizer : optional
-        The judge's tokenizer (see :class:`~scarce.encoders.judge.JudgeEncoder`).
-    cache_dir : str or path-like, optional
-        On-disk embedding cache; None = no cache.
-    batch_size : int, optional
-        Records per forward pass; default 32 for ``"minilm"``, 8 for ``"judge"``.
-    device : str, optional
-        Where the model runs (default: a GPU when present).
-    progress : callable, optional
-        ``progress(done, total)`` over the distinct texts.
+    model, tokenizer : optional
+        For ``"judge"`` (required): a model name, directory or loaded causal LM, and its tokenizer
+        (:class:`~scarce.encoders.judge.JudgeEncoder`). For ``"minilm"``: None (the bundled model)
+        or a loaded SentenceTransformer (then pass ``model_id``).
+    cache_dir, batch_size, device, progress : optional
+        On-disk embedding cache (None: none); records per forward pass (32 minilm, 8 judge);
+        where the model runs (default: a GPU when present); ``progress(done, total)`` over texts.
     **options
         Further keyword arguments of the encoder's constructor (e.g. ``chat_template``,
         ``safe_token``, ``threshold``, ``model_id``, ``max_seq_length``).
@@ -147,12 +132,17 @@ def embed_corpus(
     else:
         embeddings = built.encode(prompts, responses, batch_size=size, cache_dir=cache_dir, progress=progress)
         out["windows"] = built.last_windows
+    return _with_embeddings(out, embeddings, kind, built.identity, frame.attrs)
+
+
+def _with_embeddings(out: Any, embeddings: np.ndarray, kind: str, identity: str, attrs: dict) -> Any:
+    """``out`` with the (checked, float32) embeddings and ``attrs["embedding"]``: what made them."""
     _check_finite(embeddings)
     out["embedding"] = list(np.asarray(embeddings, dtype=np.float32))
-    info = {"encoder": kind, "identity": built.identity, "dimension": int(embeddings.shape[1])}
+    info = {"encoder": kind, "identity": identity, "dimension": int(embeddings.shape[1])}
     if "windows" in out:
         info["windowed_records"] = int((out["windows"] > 1).sum())
-    out.attrs = {**frame.attrs, "embedding": info}
+    out.attrs = {**attrs, "embedding": info}
     return out
 
 

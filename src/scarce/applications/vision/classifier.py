@@ -574,14 +574,8 @@ def _fit(x: torch.Tensor, y: torch.Tensor, config: ClassifierConfig,
     return model, info
 
 
-def train_classifier(
-    images: ArrayLike,
-    labels: ArrayLike,
-    config: ClassifierConfig = ClassifierConfig(),
-    *,
-    cache_dir: PathLike | None = None,
-    progress: bool = False,
-) -> SmallCNN:
+def train_classifier(images: ArrayLike, labels: ArrayLike, config: ClassifierConfig = ClassifierConfig(), *,
+                     cache_dir: PathLike | None = None, progress: bool = False) -> SmallCNN:
     """Train a :class:`SmallCNN` (or load it from ``cache_dir``), deterministically on CPU.
 
     Parameters

