@@ -224,11 +224,14 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
             break
         image, label = context.seed_images[i], int(context.seed_labels[i])
         if args.max_p is not None:
-            # rare seeds: a twentieth of the budget first; a seed with no failure in it is far
-            # too rare for the dense run to see min_failures (its expected count would be < 20)
+            # rare seeds: a twentieth of the budget first, on its own seed (so choosing on it does
+            # not bias the dense count). A seed whose probe, scaled to the dense budget, expects
+            # fewer than half of min_failures would almost never reach them: its dense run (the
+            # expensive part, minutes a seed) is skipped.
             probe = MethodSettings(smc_samples=max(args.smc_samples // 20, 1))
             first, _ = run_method("smc", context.model, image, label, context.noise, probe, seed=20_000 + i)
-            if first.n_failed == 0 or first.probability > 3 * args.max_p:
+            expected = first.n_failed * args.smc_samples / probe.smc_samples
+            if expected < args.min_failures / 2 or first.probability > 3 * args.max_p:
                 continue
         result, _ = run_method("smc", context.model, image, label, context.noise, smc, seed=10_000 + i)
         if result.n_failed >= args.min_failures and (args.max_p is None or result.probability <= args.max_p):
