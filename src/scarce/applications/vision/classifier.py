@@ -65,6 +65,9 @@ IMAGE_SHAPE = (28, 28)
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081
 #: Bumped when the cache layout or the training procedure changes (part of the fingerprint).
 CACHE_FORMAT = 1
+#: torch intra-op threads of training, whatever the machine has: one, so the same config and data
+#: give the same weights everywhere (a run with more threads sums in another order).
+TRAINING_THREADS = 1
 
 
 # --------------------------------------------------------------------------- configuration
@@ -574,6 +577,17 @@ def _fit(x: torch.Tensor, y: torch.Tensor, config: ClassifierConfig,
     return model, info
 
 
+def _fit_on_training_threads(x: torch.Tensor, y: torch.Tensor, config: ClassifierConfig,
+                             progress: bool) -> tuple[SmallCNN, dict[str, Any]]:
+    """:func:`_fit` on :data:`TRAINING_THREADS` intra-op threads (the same weights on any machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(TRAINING_THREADS)
+    try:
+        return _fit(x, y, config, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def train_classifier(images: ArrayLike, labels: ArrayLike, config: ClassifierConfig = ClassifierConfig(), *,
                      cache_dir: PathLike | None = None, progress: bool = False) -> SmallCNN:
     """Train a :class:`SmallCNN` (or load it from ``cache_dir``), deterministically on CPU.
@@ -601,8 +615,10 @@ def train_classifier(images: ArrayLike, labels: ArrayLike, config: ClassifierCon
 
     Notes
     -----
-    The same config and data give bit-identical weights on the same torch build and thread count
-    (the default uses torch's intra-op threads; results may differ across thread counts).
+    The same config and data give bit-identical weights on the same torch build, on any machine:
+    training runs on :data:`TRAINING_THREADS` intra-op threads whatever the machine has (a
+    parallel reduction sums in a thread-count-dependent order, and two threads give other last
+    bits than one, from which every later number diverges).
     Deterministic algorithms are enabled only while training, so this is not thread-safe with
     other code toggling ``torch.use_deterministic_algorithms``.
     """
@@ -624,7 +640,7 @@ def train_classifier(images: ArrayLike, labels: ArrayLike, config: ClassifierCon
             else:
                 model.fingerprint, model.from_cache = fingerprint, True
                 return model
-    model, info = _fit(x, y, config, bool(progress))
+    model, info = _fit_on_training_threads(x, y, config, bool(progress))
     info["fingerprint"] = fingerprint
     model.fingerprint, model.training_info = fingerprint, info
     if path is not None:
