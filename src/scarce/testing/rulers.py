@@ -111,8 +111,9 @@ def check_orientation(ruler) -> None:  # type: ignore[no-untyped-def]
     Z, y = two_clouds()
     good, bad = Z[y == 0].mean(axis=0), Z[y == 1].mean(axis=0)
     path = good + np.linspace(0.0, 1.0, 11)[:, None] * (bad - good)
-    scores = _fitted(ruler).score_samples(path)
-    scale = max(float(np.ptp(_fitted(ruler).score_samples(Z))), 1e-300)
+    fitted = _fitted(ruler)
+    scores = fitted.score_samples(path)
+    scale = max(float(np.ptp(fitted.score_samples(Z))), 1e-300)
     assert np.all(np.diff(scores) >= -1e-9 * scale), f"scores fall toward the bad centroid: {np.round(scores, 4)}"
     assert scores[-1] > scores[0] or np.isclose(scores[-1], scores[0]), "the bad centroid scores below the good one"
 
