@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_getattr"]
+__all__ = ["lazy_getattr", "lazy_module"]
 
 
 def lazy_getattr(package: str, table: Mapping[str, str]) -> Callable[[str], Any]:
@@ -24,3 +24,9 @@ def lazy_getattr(package: str, table: Mapping[str, str]) -> Callable[[str], Any]
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def lazy_module(package: str, table: Mapping[str, str]) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__all__, __getattr__, __dir__)`` of a module that only re-exports ``table`` lazily."""
+    names = sorted(table)
+    return names, lazy_getattr(package, table), lambda: list(names)

@@ -245,6 +245,22 @@ class EstimateResult:
                        f"{self.info['failure_origin_chains']} chains")
         return tuple(out)
 
+    def summary(self, confidence: float = 0.95) -> str:
+        """The estimate in two lines: probability, CoV, interval, queries, levels; then any flags.
+
+        A run that did not reach the failure shows its interval ``[0, upper bound]`` and says so.
+        """
+        low, high = self.ci(confidence)
+        cov = "inf" if math.isinf(self.cov) else ("nan" if math.isnan(self.cov) else f"{self.cov:.3g}")
+        n = len(self.levels)
+        levels = f", {n} level{'s' if n != 1 else ''}" if n else ""
+        line = (f"{self.method}: P = {self.probability:.4g} (CoV {cov}, {confidence:.0%} CI [{low:.3g}, {high:.3g}]), "
+                f"{self.n_queries:,} queries{levels}; {self.status}")
+        return line + "".join(f"\n  flag: {flag}" for flag in self.flags)
+
+    def __str__(self) -> str:
+        return self.summary()
+
     def ci(self, level: float = 0.95) -> tuple[float, float]:
         """Two-sided confidence interval for the failure probability, within [0, 1].
 

@@ -118,8 +118,10 @@ def test_bad_inputs_name_the_parameter():
         perturbation_problem(model, np.full(16, 2.0), 0, GaussianNoise(0.1))
     with pytest.raises(ScarceError, match="score must be one of margin, surrogate_margin, none or a fitted ruler"):
         perturbation_problem(model, np.zeros(16), 0, GaussianNoise(0.1), score="ruler")
-    with pytest.raises(ScarceError, match="logits_and_features"):
-        VisionModel(torch.nn.Linear(2, 2))
+    with pytest.raises(ScarceError, match=r"model rejected a batch of shape \(2, 1, 28, 28\).*mat1 and mat2"):
+        VisionModel(torch.nn.Linear(2, 2))  # any module is taken; the shape it refuses is named
+    with pytest.raises(ScarceError, match="must be a torch.nn.Module mapping a batch to logits"):
+        VisionModel(object())
 
 
 def test_wrong_number_of_classes_is_caught():

@@ -14,7 +14,7 @@ import typer
 
 from scarce.cli.estimate import estimate
 from scarce.cli.llm import app as llm_app
-from scarce.cli.vision import vision
+from scarce.cli.vision import app as vision_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Rare-failure probabilities with Subset Simulation (SCARCE).")
 
@@ -25,7 +25,7 @@ def main() -> None:
 
 
 app.command()(estimate)
-app.command()(vision)
+app.add_typer(vision_app, name="vision")
 app.add_typer(llm_app, name="llm")
 
 __all__ = ["app"]

@@ -17,6 +17,32 @@ SCHEDULER = typer.Option(None, help="Address of a running Dask scheduler (tcp://
                          "--executor dask.")
 
 
+CONFIDENCE = typer.Option(0.95, help="Confidence level of the interval.")
+DELTA = typer.Option(0.05, help="Error budget of the anytime-valid envelope.")
+JSON_OUTPUT = typer.Option(False, "--json", help="Print the result as JSON instead of tables.")
+
+
+def check_report_options(confidence: float, delta: float) -> None:
+    """--confidence and --delta checked before the run (they are used only to report it)."""
+    from scarce.checks import check_in_interval
+
+    check_in_interval("--confidence", confidence, 0.0, 1.0, high_open=True)
+    check_in_interval("--delta", delta, 0.0, 1.0, high_open=True)
+
+
+def show_estimate(result, caught, *, json_output: bool, confidence: float, delta: float,  # type: ignore[no-untyped-def]
+                  exact: float | None = None) -> None:
+    """The result as JSON, or its level table and summary then the warnings the run raised."""
+    if json_output:
+        typer.echo(result.to_json(indent=2))
+        return
+    from scarce.reporting.tables import print_result
+
+    print_result(result, exact=exact, confidence=confidence, delta=delta)
+    for w in caught:
+        typer.echo(f"warning: {w.message}", err=True)
+
+
 class stage_progress:
     """A rich progress bar per stage of a run: ``progress(stage, done, total, label)``."""
 
@@ -33,6 +59,31 @@ class stage_progress:
         if stage not in self.tasks:
             self.tasks[stage] = self.progress.add_task(stage, total=total)
         self.progress.update(self.tasks[stage], completed=done, description=f"{stage}: {label}")
+
+    def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+        return self.progress.__exit__(*exc)
+
+
+class level_progress:
+    """A transient progress bar over the levels of one estimate; the context gives the callback."""
+
+    def __init__(self, name: str, expected: int | None = None) -> None:
+        self.name, self.expected = name, expected
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 TextColumn("{task.completed}/{task.total} levels"), TimeElapsedColumn(), transient=True)
+        self.progress.__enter__()
+        task = self.progress.add_task(self.name, total=self.expected)
+
+        def on_level(diag) -> None:  # type: ignore[no-untyped-def]
+            if diag.level > 0:
+                self.progress.update(task, advance=1, description=f"{self.name}: level {diag.level}, threshold "
+                                     f"{diag.threshold:.4g}, {diag.n_failed} failed")
+
+        return on_level
 
     def __exit__(self, *exc):  # type: ignore[no-untyped-def]
         return self.progress.__exit__(*exc)

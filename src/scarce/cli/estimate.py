@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import fail
+from scarce.cli.common import CONFIDENCE, DELTA, JSON_OUTPUT, check_report_options, fail, show_estimate
 
 
 class Method(str, Enum):
@@ -33,9 +33,9 @@ def estimate(
         "independent", help="Whether seeds count among a level's samples: independent (only draws of level 0), always, never."
     ),
     seed: int = typer.Option(0, help="Random seed."),
-    confidence: float = typer.Option(0.95, help="Confidence level of the interval."),
-    delta: float = typer.Option(0.05, help="Error budget of the anytime-valid envelope."),
-    json_output: bool = typer.Option(False, "--json", help="Print the result as JSON instead of tables."),
+    confidence: float = CONFIDENCE,
+    delta: float = DELTA,
+    json_output: bool = JSON_OUTPUT,
 ) -> None:
     """Estimate the failure probability of a benchmark problem with a known answer."""
     import warnings
@@ -43,7 +43,7 @@ def estimate(
     from scarce.errors import ScarceError, ScarceWarning
 
     try:
-        _check_report_options(confidence, delta)
+        check_report_options(confidence, delta)
         rare = _problem(problem, dim, pf, k)
         estimator = _estimator(method, n_samples, level_probability, kernel, max_queries, stop_factor, count_seeds)
         with warnings.catch_warnings(record=True) as caught:
@@ -51,14 +51,8 @@ def estimate(
             result = estimator.estimate(rare, seed=seed) if json_output else _with_progress(estimator, rare, seed)
     except (ScarceError, TypeError) as exc:
         fail(str(exc), exc)
-    if json_output:
-        typer.echo(result.to_json(indent=2))
-        return
-    from scarce.reporting.tables import print_result
-
-    print_result(result, exact=rare.exact_probability, confidence=confidence, delta=delta)
-    for w in caught:
-        typer.echo(f"warning: {w.message}", err=True)
+    show_estimate(result, caught, json_output=json_output, confidence=confidence, delta=delta,
+                  exact=rare.exact_probability)
 
 
 def _problem(name: str, dim: int | None, pf: float | None, k: float):  # type: ignore[no-untyped-def]
@@ -82,30 +76,13 @@ def _estimator(method: Method, n_samples: int, level_probability: float, kernel:
                             max_queries=max_queries, stop_factor=stop_factor, count_seeds=count_seeds)
 
 
-def _check_report_options(confidence: float, delta: float) -> None:
-    """--confidence and --delta checked before the run (they are used only to report it)."""
-    from scarce.checks import check_in_interval
-
-    check_in_interval("--confidence", confidence, 0.0, 1.0, high_open=True)
-    check_in_interval("--delta", delta, 0.0, 1.0, high_open=True)
-
-
 def _with_progress(estimator, problem, seed):  # type: ignore[no-untyped-def]
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from scarce.cli.common import level_progress
 
     expected = None
     exact, p0 = problem.exact_probability, getattr(estimator, "level_probability", None)
     # only a guess for the bar's length: bad values are the estimator's to report, not a crash here
     if isinstance(exact, float) and isinstance(p0, (int, float)) and 0 < exact < 1 and 0 < p0 < 1:
         expected = max(1, math.ceil(math.log(exact) / math.log(p0)))
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} levels"),
-        TimeElapsedColumn(), transient=True,
-    ) as progress:
-        task = progress.add_task(f"{problem.name}", total=expected)
-
-        def on_level(diag) -> None:  # type: ignore[no-untyped-def]
-            if diag.level > 0:
-                progress.update(task, advance=1, description=f"{problem.name}: level {diag.level}, threshold {diag.threshold:.4g}")
-
+    with level_progress(problem.name, expected) as on_level:
         return estimator.estimate(problem, seed=seed, callback=on_level)

@@ -1,5 +1,6 @@
 """``scarce vision``: the paper's vision protocol (rulers vs margin Subset Simulation, AMLS and Monte
-Carlo) run in a run directory, then its tables and report.
+Carlo) run in a run directory, then its tables and report; ``scarce vision estimate``: your own
+model on your own input (:mod:`scarce.cli.vision_estimate`).
 """
 
 from __future__ import annotations
@@ -9,9 +10,15 @@ from typing import Optional
 import typer
 
 from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, describe_os_error, fail, run_warnings, stage_progress
+from scarce.cli.vision_estimate import estimate as estimate_own
+
+app = typer.Typer(no_args_is_help=False, help="MNIST misclassification under perturbation (the paper's protocol), "
+                  "or `scarce vision estimate` on your own model.")
 
 
+@app.callback(invoke_without_command=True)
 def vision(
+    ctx: typer.Context,
     preset: str = typer.Option("quick", help="quick (embedded 5k digits; the demo), paper (full MNIST), tiny (smoke test)."),
     run_dir: str = typer.Option("runs/vision-quick", help="Run directory: results, caches, report; an interrupted run resumes here."),
     data_dir: Optional[str] = typer.Option(None, help="MNIST IDX directory for preset paper (default $SCARCE_DATA_DIR)."),
@@ -28,7 +35,12 @@ def vision(
     workers: Optional[int] = WORKERS,
     scheduler: Optional[str] = SCHEDULER,
 ) -> None:
-    """MNIST misclassification under perturbation: SCARCE rulers vs margin SS, AMLS and Monte Carlo."""
+    """MNIST misclassification under perturbation: SCARCE rulers vs margin SS, AMLS and Monte Carlo.
+
+    Without a command, runs the paper's protocol in --run-dir; `scarce vision estimate` runs your own model.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     from pathlib import Path
 
     from scarce.applications.vision.pipeline import build_context
@@ -76,3 +88,6 @@ def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore
     report = write_report(frame, ranking, table, run_dir / "report", context=context)
     print_vision_tables(ranking, table)
     typer.echo(f"report: {report}")
+
+
+app.command("estimate")(estimate_own)

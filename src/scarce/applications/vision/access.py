@@ -146,9 +146,9 @@ class LabelOnlyModel:
         self.timer.seconds += time.perf_counter() - start
         return labels
 
-    def forward(self, x: np.ndarray, label: int) -> ForwardOutputs:
+    def forward(self, x: np.ndarray, label: int, *, embed: bool = True) -> ForwardOutputs:
         """The surrogate's pass (embedding, features, its logits) and the target's labels."""
-        out = self.encoder.forward(x, label)
+        out = self.encoder.forward(x, label, embed=embed)
         start = time.perf_counter()
         labels = self.labels(x)
         self.timer.seconds += time.perf_counter() - start

@@ -1,13 +1,16 @@
 r"""Input perturbations written as maps from the engine's standard-normal latent space.
 
-Every perturbation of a seed image ``x0`` (pixels in [0, 1]) is ``x = T(u)``,
-``u ~ N(0, I_d)`` with ``d`` the number of pixels, so the Subset Simulation kernels only ever
-see N(0, I) (DESIGN.md section 2, point 3):
+Every perturbation of a seed input ``x0`` is ``x = T(u)``, ``u ~ N(0, I_d)``, so the Subset
+Simulation kernels only ever see N(0, I) (DESIGN.md section 2, point 3). With ``[a, b]`` the
+value range inputs are clipped to (``[0, 1]`` for images by default; ``low=-inf, high=inf``
+for none) and ``d`` the number of input values:
 
-* Gaussian:            :math:`x = \mathrm{clip}(x_0 + \sigma u, 0, 1)`;
-* uniform L-infinity:  :math:`x = \mathrm{clip}(x_0 + \varepsilon (2\Phi(u) - 1), 0, 1)`,
-  i.e. each pixel is shifted by an independent ``U(-eps, eps)`` (the set-up of Webb et al. 2019
-  and Tit et al. 2021).
+* Gaussian:            :math:`x = \mathrm{clip}(x_0 + \sigma u, a, b)`;
+* uniform L-infinity:  :math:`x = \mathrm{clip}(x_0 + \varepsilon (2\Phi(u) - 1), a, b)`,
+  i.e. each value is shifted by an independent ``U(-eps, eps)`` (the set-up of Webb et al. 2019
+  and Tit et al. 2021);
+* a user transform ``x = f(x0, u)`` (:class:`CustomNoise`) with its own latent dimension, e.g.
+  one brightness shift for the whole image (``d = 1``).
 
 >>> import numpy as np
 >>> noise = GaussianNoise(sigma=0.5)
@@ -16,24 +19,36 @@ see N(0, I) (DESIGN.md section 2, point 3):
 [[0.5, 1.0, 0.0, 1.0]]
 >>> UniformNoise(eps=0.2).apply(np.full(2, 0.5), np.array([[0.0, 40.0]])).round(6).tolist()
 [[0.5, 0.7]]
+>>> GaussianNoise(sigma=0.5, low=-1.0, high=1.0).apply(np.zeros(2), np.array([[-4.0, 1.0]])).tolist()
+[[-1.0, 0.5]]
+>>> shift = CustomNoise(lambda x0, u: x0 + 0.1 * u[:, :1, None], shape=(1, 2), latent_dim=1)
+>>> shift.apply(np.zeros(2), np.array([[2.0]])).tolist()
+[[0.2, 0.2]]
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+import math
 
 import numpy as np
 from scipy.special import ndtr
 
-from scarce.checks import check_in_interval
+from scarce.checks import check_in_interval, check_positive_int
 from scarce.errors import ScarceError, unknown_name_error
 
-__all__ = ["GaussianNoise", "Noise", "UniformNoise", "make_noise", "NOISES"]
+__all__ = ["CustomNoise", "GaussianNoise", "Noise", "UniformNoise", "make_noise", "NOISES"]
 
 
 class Noise(Protocol):
-    """A perturbation ``x = apply(x0, u)`` of a flat image ``x0`` by latent ``u ~ N(0, I)``."""
+    """A perturbation ``x = apply(x0, u)`` of a flat input ``x0`` by latent ``u ~ N(0, I)``.
+
+    ``low`` and ``high`` bound the values it produces (a seed outside them is refused); a noise
+    with a ``latent_dim`` attribute draws ``u`` of that width instead of ``x0.size``.
+    """
 
     name: str
 
@@ -55,15 +70,33 @@ def _check_pair(x0: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x0, u
 
 
+def _check_range(low: float, high: float) -> None:
+    """``low < high``, neither NaN (either may be infinite: no clipping on that side)."""
+    if isinstance(low, bool) or isinstance(high, bool) or not isinstance(low, (int, float, np.floating, np.integer)) \
+            or not isinstance(high, (int, float, np.floating, np.integer)) or math.isnan(low) or math.isnan(high) \
+            or not low < high:
+        raise ScarceError(f"the value range (low, high) must be two numbers with low < high (either may be "
+                          f"infinite: no clipping on that side), got low={low!r}, high={high!r}")
+
+
+def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    if math.isinf(low) and math.isinf(high):
+        return x
+    return np.clip(x, low, high, out=x)
+
+
 @dataclass(frozen=True)
 class GaussianNoise:
-    """Additive Gaussian noise of standard deviation ``sigma``, clipped to [0, 1]."""
+    """Additive Gaussian noise of standard deviation ``sigma``, clipped to ``[low, high]``."""
 
     sigma: float
     name: str = "gaussian"
+    low: float = 0.0
+    high: float = 1.0
 
     def __post_init__(self) -> None:
         check_in_interval("sigma", self.sigma, 0.0, float("inf"), high_open=True)
+        _check_range(self.low, self.high)
 
     @property
     def scale(self) -> float:
@@ -73,18 +106,21 @@ class GaussianNoise:
         x0, u = _check_pair(x0, u)
         x = u * float(self.sigma)  # in place from here: one array, the same values as clip(x0 + sigma*u)
         x += x0
-        return np.clip(x, 0.0, 1.0, out=x)
+        return _clip(x, self.low, self.high)
 
 
 @dataclass(frozen=True)
 class UniformNoise:
-    """Independent ``U(-eps, eps)`` shifts per pixel (L-infinity ball), clipped to [0, 1]."""
+    """Independent ``U(-eps, eps)`` shifts per value (L-infinity ball), clipped to ``[low, high]``."""
 
     eps: float
     name: str = "uniform"
+    low: float = 0.0
+    high: float = 1.0
 
     def __post_init__(self) -> None:
         check_in_interval("eps", self.eps, 0.0, float("inf"), high_open=True)
+        _check_range(self.low, self.high)
 
     @property
     def scale(self) -> float:
@@ -97,14 +133,53 @@ class UniformNoise:
         x -= 1.0
         x *= float(self.eps)
         x += x0
-        return np.clip(x, 0.0, 1.0, out=x)
+        return _clip(x, self.low, self.high)
+
+
+@dataclass(frozen=True)
+class CustomNoise:
+    """A user transform ``x = fn(x0, u)`` from latent ``u ~ N(0, I_latent_dim)``.
+
+    ``fn`` receives the seed in its own ``shape`` and ``u`` of shape ``(n, latent_dim)``, and
+    returns ``n`` inputs of that shape (or flat); the engine sees only ``u``, so any
+    perturbation written as a map from standard normals works (brightness, blur strength,
+    a low-dimensional nuisance). ``low``/``high`` only check the seed; ``fn`` clips if it must.
+    """
+
+    fn: Callable[[np.ndarray, np.ndarray], Any]
+    shape: tuple[int, ...]
+    latent_dim: int
+    name: str = "custom"
+    low: float = -math.inf
+    high: float = math.inf
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise ScarceError(f"noise must be 'gaussian', 'uniform' or a callable fn(x0, u), got {self.fn!r}")
+        check_positive_int("latent_dim", self.latent_dim)
+        _check_range(self.low, self.high)
+
+    @property
+    def scale(self) -> float:
+        return math.nan
+
+    def apply(self, x0: np.ndarray, u: np.ndarray) -> np.ndarray:
+        u = np.asarray(u, dtype=np.float64)
+        if u.ndim != 2 or u.shape[1] != self.latent_dim:
+            raise ScarceError(f"u must have shape (n, {self.latent_dim}) for latent_dim={self.latent_dim}, got {u.shape}")
+        x0 = np.asarray(x0, dtype=np.float64).reshape(self.shape)
+        x = np.asarray(self.fn(x0, u), dtype=np.float64)
+        if x.shape[0] != u.shape[0] or x[0].size != x0.size:
+            raise ScarceError(f"the noise function returned shape {x.shape} for {u.shape[0]} latent draws; expected "
+                              f"{(u.shape[0], *self.shape)} or ({u.shape[0]}, {x0.size})")
+        return x.reshape(u.shape[0], -1)
 
 
 NOISES = {"gaussian": GaussianNoise, "uniform": UniformNoise}
 
 
-def make_noise(name: str, scale: float) -> GaussianNoise | UniformNoise:
-    """Build a perturbation by name (``"gaussian"``: sigma; ``"uniform"``: eps)."""
+def make_noise(name: str, scale: float, low: float = 0.0, high: float = 1.0) -> GaussianNoise | UniformNoise:
+    """Build a perturbation by name (``"gaussian"``: sigma; ``"uniform"``: eps), clipped to ``[low, high]``."""
     if name not in NOISES:
         raise unknown_name_error("noise", name, NOISES)
-    return NOISES[name](scale)
+    return NOISES[name](scale, low=low, high=high)

@@ -17,6 +17,7 @@ changes only the variance of the estimate, never its target (DESIGN.md section 2
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,9 +72,11 @@ class VisionModel:
     Parameters
     ----------
     classifier : torch.nn.Module
-        Maps images of shape (n, 1, 28, 28) in [0, 1] to logits; must provide
+        Maps a batch of inputs of shape ``(n, *image_shape)`` to logits. A model that provides
         ``logits_and_features(x) -> (logits, features)`` (as
-        :class:`~scarce.applications.vision.classifier.SmallCNN` does).
+        :class:`~scarce.applications.vision.classifier.SmallCNN` does) is called that way; any
+        other module is wrapped in :class:`~scarce.applications.vision.layers.TorchClassifier`
+        (its logits; pass a ``TorchClassifier(module, features="layer")`` for a layer's features).
     head : ProjectionHead, optional
         Contrastive head applied to ``[features, onehot(label)]``; without one, the embedding is
         the penultimate features.
@@ -84,6 +87,10 @@ class VisionModel:
         glibc's 32 MB mmap threshold (at 640 images for the quick CNN's 16 x 28 x 28 floats per
         image, 320 for the paper CNN's 32) every pass pays page faults. Measured on 2 cores with
         the quick CNN: 27 us per image at 256, 38 at 1024, 65 at 2048, 204 at 8192.
+    n_classes : int or None
+        The number of classes; ``None`` reads it from the logits of a probe pass.
+    image_shape : tuple of int
+        The shape of one input, without the batch axis.
     device : str
         Where the passes run: ``"cpu"`` (the default; bit-reproducible), ``"cuda"``, ``"cuda:1"``,
         or ``"auto"`` (CUDA when available). The classifier and head are moved there; inputs
@@ -94,7 +101,7 @@ class VisionModel:
     classifier: Any
     head: Any = None
     batch_size: int | None = None
-    n_classes: int = 10
+    n_classes: int | None = 10
     image_shape: tuple[int, ...] = (1, 28, 28)
     timer: ForwardTimer = field(default_factory=ForwardTimer)
     device: str = "cpu"
@@ -102,16 +109,10 @@ class VisionModel:
     access: ClassVar[str] = "logits"
 
     def __post_init__(self) -> None:
-        if not hasattr(self.classifier, "logits_and_features"):
-            hint = ("; it answers with labels only: query it through "
-                    "scarce.applications.vision.access.LabelOnlyModel (access='labels')"
-                    if hasattr(self.classifier, "predict_labels") else "")
-            raise ScarceError(
-                f"classifier must provide logits_and_features(x) -> (logits, features); "
-                f"{type(self.classifier).__name__} does not{hint}"
-            )
         import torch
 
+        if not hasattr(self.classifier, "logits_and_features"):
+            self.classifier = _as_classifier(self.classifier)
         self.device = resolve_device(self.device)
         if self.batch_size is None:
             self.batch_size = _CPU_BATCH if self.device == "cpu" else _GPU_BATCH
@@ -120,18 +121,31 @@ class VisionModel:
             self.classifier.to(self.device)
         if self.head is not None and hasattr(self.head, "network"):
             self.head.network.to(self.device)
-        with torch.inference_mode():
-            logits, _ = self.classifier.logits_and_features(
-                torch.zeros((2, *self.image_shape), device=self.device))
-        if logits.ndim != 2 or logits.shape[1] != self.n_classes:
+        self._probe(torch)
+
+    def _probe(self, torch: Any) -> None:
+        """One pass on two blank inputs: the logits' shape checked, ``n_classes`` read when not given."""
+        probe = torch.zeros((2, *self.image_shape), device=self.device)
+        try:
+            with torch.inference_mode():
+                logits, _ = self.classifier.logits_and_features(probe)
+        except ScarceError:
+            raise
+        except Exception as exc:  # the model's own error, with the input shape it was given
+            raise ScarceError(f"the model rejected a batch of shape {tuple(probe.shape)} (inputs of shape "
+                              f"{tuple(self.image_shape)} with a batch axis): {type(exc).__name__}: {exc}") from exc
+        expected = self.n_classes if self.n_classes is not None else "n_classes"
+        if logits.ndim != 2 or logits.shape[0] != 2 or (self.n_classes is not None and logits.shape[1] != self.n_classes):
             raise ScarceError(
-                f"classifier returns logits of shape {tuple(logits.shape)} for 2 images; expected "
-                f"(2, {self.n_classes}) for a {self.n_classes}-class problem (n_classes={self.n_classes})"
+                f"classifier returns logits of shape {tuple(logits.shape)} for 2 inputs; expected "
+                f"(2, {expected}) (n_classes={self.n_classes})"
             )
+        if self.n_classes is None:
+            self.n_classes = int(logits.shape[1])
 
     @property
     def n_pixels(self) -> int:
-        return int(np.prod(self.image_shape))
+        return math.prod(self.image_shape)
 
     def head_inputs(self, features: Any, label: int) -> Any:
         """``[features, onehot(label)]`` as a float tensor: what the projection head reads."""
@@ -141,8 +155,12 @@ class VisionModel:
         onehot[:, label] = 1.0
         return torch.cat([features, onehot], dim=1)
 
-    def forward(self, x: np.ndarray, label: int) -> ForwardOutputs:
-        """One batched pass over ``x`` of shape (n, n_pixels) (split only above ``batch_size``)."""
+    def forward(self, x: np.ndarray, label: int, *, embed: bool = True) -> ForwardOutputs:
+        """One batched pass over ``x`` of shape (n, n_pixels) (split only above ``batch_size``).
+
+        With ``embed=False`` only the logits are read (the embedding and head inputs come back
+        with zero columns): what the margin score and Monte Carlo need, without the copies.
+        """
         import torch
 
         x = np.asarray(x)
@@ -151,34 +169,58 @@ class VisionModel:
         if not 0 <= label < self.n_classes:
             raise ScarceError(f"label must be in 0..{self.n_classes - 1}, got {label}")
         start = time.perf_counter()
-        logits_parts, embed_parts, feature_parts = [], [], []
-        self.classifier.eval()
+        if getattr(self.classifier, "training", True):  # eval mode (dropout off, batch-norm statistics fixed)
+            self.classifier.eval()
         with torch.inference_mode():
-            for lo in range(0, x.shape[0], self.batch_size):
-                batch = torch.from_numpy(np.ascontiguousarray(x[lo:lo + self.batch_size], dtype=np.float32))
-                batch = batch.to(self.device, non_blocking=True)
-                logits, features = self.classifier.logits_and_features(
-                    batch.reshape(-1, *self.image_shape))
-                if logits.ndim != 2 or logits.shape[1] != self.n_classes:
-                    raise ScarceError(
-                        f"classifier returned logits of shape {tuple(logits.shape)}; expected "
-                        f"(n, {self.n_classes}) for a {self.n_classes}-class problem"
-                    )
-                inputs = self.head_inputs(features, label)
-                embedding = features if self.head is None else self.head.transform_tensor(inputs)
-                logits_parts.append(logits.double().cpu().numpy())
-                embed_parts.append(embedding.double().cpu().numpy())
-                feature_parts.append(inputs.cpu().numpy())
+            parts = [self._pass(torch, x[lo:lo + self.batch_size], label, embed)
+                     for lo in range(0, x.shape[0], self.batch_size)]
         self.timer.calls += 1
         self.timer.points += x.shape[0]
         self.timer.seconds += time.perf_counter() - start
-        return ForwardOutputs(np.concatenate(logits_parts), np.concatenate(embed_parts),
-                              np.concatenate(feature_parts))
+        if len(parts) == 1:
+            return ForwardOutputs(*parts[0])
+        return ForwardOutputs(*(np.concatenate(p) for p in zip(*parts)))
+
+    def _pass(self, torch: Any, x: np.ndarray, label: int, embed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One forward pass of at most ``batch_size`` inputs: logits, embedding and head inputs."""
+        batch = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        if self.device != "cpu":
+            batch = batch.to(self.device, non_blocking=True)
+        logits, features = self.classifier.logits_and_features(batch.reshape(-1, *self.image_shape))
+        if logits.ndim != 2 or logits.shape[1] != self.n_classes:
+            raise ScarceError(f"classifier returned logits of shape {tuple(logits.shape)}; expected "
+                              f"(n, {self.n_classes}) for a {self.n_classes}-class problem")
+        if not embed:
+            n = x.shape[0]
+            if n > len(_NO_COLUMNS):
+                return logits.double().cpu().numpy(), np.zeros((n, 0)), np.zeros((n, 0), dtype=np.float32)
+            return logits.double().cpu().numpy(), _NO_COLUMNS[:n], _NO_FEATURES[:n]
+        inputs = self.head_inputs(features, label)
+        embedding = features if self.head is None else self.head.transform_tensor(inputs)
+        return logits.double().cpu().numpy(), embedding.double().cpu().numpy(), inputs.cpu().numpy()
 
 
 ScoreFn = Callable[[ForwardOutputs, int], np.ndarray]
 
+
+def _as_classifier(classifier: Any) -> Any:
+    """A plain ``torch.nn.Module`` wrapped to give ``logits_and_features``; anything else refused."""
+    import torch
+
+    if isinstance(classifier, torch.nn.Module):
+        from scarce.applications.vision.layers import TorchClassifier
+
+        return TorchClassifier(classifier)
+    hint = ("; it answers with labels only: query it through "
+            "scarce.applications.vision.access.LabelOnlyModel (access='labels')"
+            if hasattr(classifier, "predict_labels") else "")
+    raise ScarceError(f"classifier must be a torch.nn.Module mapping a batch to logits, or provide "
+                      f"logits_and_features(x) -> (logits, features); {type(classifier).__name__} is neither{hint}")
+
 _CPU_BATCH = 256
+#: zero-column views handed out when only the logits are read (any batch up to 2**20 rows)
+_NO_COLUMNS = np.zeros((1 << 20, 0))
+_NO_FEATURES = np.zeros((1 << 20, 0), dtype=np.float32)
 _GPU_BATCH = 8192
 
 
@@ -204,7 +246,7 @@ def resolve_device(device: Any) -> str:
 SCORE_NAMES = ("margin", "surrogate_margin", "none")
 
 
-def _score_function(score: Any, access: str = "logits") -> tuple[str, ScoreFn]:
+def _score_function(score: Any, access: str = "logits", event: Any = None) -> tuple[str, ScoreFn]:
     if isinstance(score, str):
         if score not in SCORE_NAMES:
             raise ScarceError(f"score must be one of {', '.join(SCORE_NAMES)} or a fitted ruler, got {score!r}")
@@ -216,7 +258,11 @@ def _score_function(score: Any, access: str = "logits") -> tuple[str, ScoreFn]:
                               "(LabelOnlyModel); this classifier gives its logits: use 'margin'")
         if score == "none":
             return score, lambda out, label: np.zeros(out.logits.shape[0])
-        return score, lambda out, label: margin(out.logits, label)
+        if event is None:
+            return score, lambda out, label: margin(out.logits, label)
+        if getattr(event, "score", False) is None:  # a user event without its own score
+            event.margin(np.zeros((1, 2)), 0)  # raises the event's own explanation
+        return score, lambda out, label: event.margin(out.logits, label)
     if not hasattr(score, "score_samples"):
         raise ScarceError(f"score must be 'margin' or a fitted ruler with score_samples, got "
                           f"{type(score).__name__}")
@@ -226,43 +272,55 @@ def _score_function(score: Any, access: str = "logits") -> tuple[str, ScoreFn]:
 
 def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, noise: Any, *, score: Any = "margin",
                          record: Callable[[ForwardOutputs, np.ndarray], None] | None = None,
-                         name: str = "") -> RareEventProblem:
-    """The problem "the classifier misclassifies ``noise`` applied to ``image``".
+                         name: str = "", event: Any = None) -> RareEventProblem:
+    """The problem "the classifier fails on ``noise`` applied to ``image``".
 
     Parameters
     ----------
     model : VisionModel
-    image : array of n_pixels values in [0, 1] (any shape with that many elements)
+    image : array of ``model.n_pixels`` values in the noise's value range (any shape with that many)
     label : int
-        The seed's true label; failure is ``argmax(logits) != label``.
-    noise : GaussianNoise or UniformNoise
+        The seed's true label; by default failure is ``argmax(logits) != label``.
+    noise : GaussianNoise, UniformNoise or CustomNoise
+        The latent dimension is the noise's ``latent_dim`` when it has one, else the pixel count.
     score : "margin", "surrogate_margin" or a fitted ruler
-        The performance function of the levels: the logit margin (classic Subset Simulation), a
-        label-only model's surrogate's margin, or ``ruler.score_samples(embedding)`` (SCARCE); a
-        ruler conditioned on the class scores with the ruler of ``label``.
+        The performance function of the levels: the event's logit margin (classic Subset
+        Simulation), a label-only model's surrogate's margin, or ``ruler.score_samples(embedding)``
+        (SCARCE); a ruler conditioned on the class scores with the ruler of ``label``.
     record : callable, optional
         Called as ``record(outputs, failed)`` after every forward pass (to harvest labelled
         embeddings for training encoders and rulers).
+    event : FailureEvent, optional
+        What fails (:mod:`~scarce.applications.vision.events`): misclassification when not
+        given, a targeted misclassification, or a user function of the logits.
     """
-    x0, label = _check_seed(model, image, label)
+    x0, label = _check_seed(model, image, label, noise)
+    if event is not None:
+        event.check(model.n_classes, label)
+        if getattr(event, "needs_logits", False) and getattr(model, "access", "logits") == "labels":
+            raise ScarceError(f"failure={event.name!r} reads the logits, and this classifier answers with labels only")
     if hasattr(score, "for_group"):  # a ruler conditioned on the class: the seed's class's ruler
         score = score.for_group(label)
-    score_name, score_fn = _score_function(score, getattr(model, "access", "logits"))
+    score_name, score_fn = _score_function(score, getattr(model, "access", "logits"), event)
+    dim = int(getattr(noise, "latent_dim", model.n_pixels))
 
     def transform(u: np.ndarray) -> np.ndarray:
         return noise.apply(x0, u)
 
-    if score_name == "none" and record is None and hasattr(model, "query_labels"):
+    if score_name == "none" and record is None and hasattr(model, "query_labels") and event is None:
         def evaluate_labels(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             # Monte Carlo of a label-only model: the target's labels are all it reads
             return np.zeros(x.shape[0]), model.query_labels(x) != label
 
-        return RareEventProblem(dim=model.n_pixels, evaluate=evaluate_labels, transform=transform,
+        return RareEventProblem(dim=dim, evaluate=evaluate_labels, transform=transform,
                                 name=name or f"{noise.name}({noise.scale:g}) label {label} [labels]")
+    embed = record is not None or not isinstance(score, str)
+    what = "" if event is None or event.name == "misclassification" else f" {event.name}"
+    how = noise.name if np.isnan(noise.scale) else f"{noise.name}({noise.scale:g})"
 
     def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        out = model.forward(x, label)
-        failed = out.predicted() != label
+        out = model.forward(x, label, embed=embed)
+        failed = out.predicted() != label if event is None else event.failed(out.logits, label, out.labels)
         if record is not None:
             record(out, failed)
         start = time.perf_counter()
@@ -270,18 +328,22 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
         model.timer.score_seconds += time.perf_counter() - start
         return score, failed
 
-    return RareEventProblem(dim=model.n_pixels, evaluate=evaluate, transform=transform,
-                            name=name or f"{noise.name}({noise.scale:g}) label {label} [{score_name}]")
+    return RareEventProblem(dim=dim, evaluate=evaluate, transform=transform,
+                            name=name or f"{how} label {label}{what} [{score_name}]")
 
 
-def _check_seed(model: VisionModel, image: np.ndarray, label: int) -> tuple[np.ndarray, int]:
-    """The seed image as flat float64 pixels in [0, 1], and its label as an int (both checked)."""
+def _check_seed(model: VisionModel, image: np.ndarray, label: int, noise: Any = None) -> tuple[np.ndarray, int]:
+    """The seed image as flat float64 values in the noise's range ([0, 1] by default), and its
+    label as an int (both checked)."""
     x0 = np.asarray(image, dtype=np.float64).reshape(-1)
     if x0.size != model.n_pixels:
         raise ScarceError(f"image must have {model.n_pixels} pixels {model.image_shape}, got "
                           f"shape {np.shape(image)}")
-    if not np.all(np.isfinite(x0)) or x0.min() < 0.0 or x0.max() > 1.0:
-        raise ScarceError("image must hold finite pixel values in [0, 1]")
+    low, high = float(getattr(noise, "low", 0.0)), float(getattr(noise, "high", 1.0))
+    if not np.all(np.isfinite(x0)) or x0.min() < low or x0.max() > high:
+        raise ScarceError(f"image must hold finite values in the noise's range [{low:g}, {high:g}], got values in "
+                          f"[{np.nanmin(x0):g}, {np.nanmax(x0):g}]; set the range to clip to (low=, high=) if "
+                          f"the model takes other values")
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
         raise ScarceError(f"label must be an integer in 0..{model.n_classes - 1}, got {label!r}")
     return x0, int(label)

@@ -1,0 +1,285 @@
+r"""Your own PyTorch classifier, one call: the probability that it fails under input noise.
+
+:func:`failure_probability` turns any ``torch.nn.Module`` that maps a batch to logits, and one
+input ``x0``, into the rare-event problem
+
+.. math:: P_f = P_{u \sim N(0, I_d)}\big(\text{the model fails on } x = T(x_0, u)\big)
+
+and estimates it with Subset Simulation (Au and Beck 2001) under the exact terminal event: the
+failure flag is the model's decision on every evaluated input, so the score of the levels (the
+event's logit margin by default, or a fitted ruler on a layer's features) changes only the
+variance, never the target. :func:`harvest` collects labelled embeddings from a layer on
+training inputs, from which a (conditioned) ruler is fitted in one call
+(:meth:`Harvest.fit_ruler`) and passed back as ``score=ruler`` (SCARCE).
+
+>>> import numpy as np, torch
+>>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+<torch._C.Generator object at ...>
+>>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+>>> result = failure_probability(model, np.full((3, 2, 2), 0.5), scale=0.3, n_samples=300, device="cpu")
+>>> result.reached_failure, result.n_queries > 0
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scarce.applications.vision.events import make_event
+from scarce.applications.vision.noise import CustomNoise, make_noise
+from scarce.applications.vision.problem import VisionModel, perturbation_problem
+from scarce.checks import check_positive_int
+from scarce.errors import ScarceError, ScarceWarning
+from scarce.estimators import SubsetSimulation
+from scarce.results import EstimateResult
+from scarce.seeding import SeedLike, as_generator
+
+__all__ = ["Harvest", "failure_probability", "harvest", "vision_model"]
+
+
+def vision_model(model: Any, input_shape: Sequence[int], *, features: str | None = None, device: str = "auto",
+                 batch_size: int | None = None) -> VisionModel:
+    """``model`` ready for the engine: batched inference-mode passes on ``device``, logits checked.
+
+    A :class:`VisionModel` is returned as it is; any other ``torch.nn.Module`` is wrapped so
+    that ``features`` (a layer name) gives the embedding.
+    """
+    if isinstance(model, VisionModel):
+        return model
+    from scarce.applications.vision.layers import TorchClassifier
+
+    classifier = model if hasattr(model, "logits_and_features") and features is None \
+        else TorchClassifier(model, features=features)
+    return VisionModel(classifier, n_classes=None, image_shape=tuple(int(s) for s in input_shape),
+                       device=device, batch_size=batch_size)
+
+
+def _noise(noise: Any, scale: float, clip: tuple[float, float] | None, shape: tuple[int, ...]) -> Any:
+    low, high = (-math.inf, math.inf) if clip is None else _pair(clip)
+    if isinstance(noise, str):
+        return make_noise(noise, scale, low=low, high=high)
+    if hasattr(noise, "apply"):
+        return noise
+    if callable(noise):
+        return CustomNoise(noise, shape=shape, latent_dim=int(np.prod(shape)), low=low, high=high)
+    raise ScarceError(f"noise must be 'gaussian', 'uniform', a noise object with apply(x0, u) or a callable "
+                      f"fn(x0, u) -> inputs, got {noise!r}")
+
+
+def _pair(clip: Any) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in clip)
+    except (TypeError, ValueError):
+        raise ScarceError(f"clip must be a (low, high) pair of numbers or None, got {clip!r}") from None
+    return low, high
+
+
+def _input(x0: Any) -> np.ndarray:
+    if hasattr(x0, "detach"):  # a torch tensor
+        x0 = x0.detach().cpu().numpy()
+    x = np.asarray(x0, dtype=np.float64)
+    if x.ndim == 0 or x.size == 0:
+        raise ScarceError(f"x0 must be one input (an array of the shape the model takes, without a batch axis), "
+                          f"got shape {x.shape}")
+    return x
+
+
+def _label(model: VisionModel, x0: np.ndarray, label: Any) -> int:
+    if label is None:  # the model's own decision on the clean input
+        return int(model.forward(x0.reshape(1, -1), 0, embed=False).predicted()[0])
+    if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
+        raise ScarceError(f"label must be a class index in 0..{model.n_classes - 1} of this {model.n_classes}-class "
+                          f"model (or None: the model's prediction on x0), got {label!r}")
+    return int(label)
+
+
+def _check_ruler_width(score: Any, model: VisionModel, x0: np.ndarray, label: int, features: str | None) -> None:
+    width = getattr(score, "n_features_in_", None)
+    if width is None or isinstance(score, str):
+        return
+    have = model.forward(x0.reshape(1, -1), label).embedding.shape[1]
+    if have != width:
+        raise ScarceError(f"the ruler was fitted on {width}-dimensional embeddings, and features={features!r} gives "
+                          f"{have}: pass the layer the ruler's training embeddings came from")
+
+
+def failure_probability(
+    model: Any,
+    x0: Any,
+    label: int | None = None,
+    *,
+    noise: str | Callable[..., Any] = "gaussian",
+    scale: float = 0.2,
+    score: Any = "margin",
+    failure: Any = "misclassification",
+    features: str | None = None,
+    clip: tuple[float, float] | None = (0.0, 1.0),
+    n_samples: int = 2000,
+    estimator: Any = None,
+    seed: SeedLike = 0,
+    device: str = "auto",
+    batch_size: int | None = None,
+    callback: Callable[..., None] | None = None,
+) -> EstimateResult:
+    """Estimate the probability that ``model`` fails on ``x0`` under random input noise.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Maps a batch ``(n, *x0.shape)`` to logits ``(n, n_classes)`` (or to an object with
+        ``.logits``); put in eval mode and queried in inference mode, ``batch_size`` at a time.
+    x0 : array_like or torch.Tensor
+        One input, in the shape the model takes without the batch axis (e.g. ``(3, 32, 32)``).
+    label : int, optional
+        The correct class of ``x0``; default: the model's own prediction on it.
+    noise, scale : "gaussian", "uniform" or callable; float
+        ``clip(x0 + scale u)`` or ``clip(x0 + scale (2 Phi(u) - 1))``, ``u ~ N(0, I)``; a callable
+        ``fn(x0, u)`` returns the perturbed batch (a ``CustomNoise`` sets another latent width).
+    score : "margin" or fitted ruler
+        The levels' score: the event's logit margin, or ``ruler.score_samples`` of the
+        ``features`` embedding (a class-conditioned ruler uses the group of ``label``).
+    failure : "misclassification", FailureEvent or callable
+        ``Targeted(k)``: a decision for class ``k``; ``fn(logits) -> bool (n,)``: a user event
+        (its levels need a ruler, or a ``LogitsEvent`` with a score).
+    features : str, optional
+        The layer (a ``model.named_modules()`` name) whose output a ruler scores; default: logits.
+    clip : (low, high) or None
+        The range perturbed inputs are clipped to, which ``x0`` must lie in.
+    n_samples, estimator :
+        Samples per level of ``SubsetSimulation(n_samples)``, or any estimator to use instead.
+    seed, device, callback :
+        Same seed, same result (one device kind); ``"auto"``: CUDA when present; ``callback``
+        gets each level's :class:`~scarce.results.LevelDiagnostics`.
+
+    Returns an :class:`~scarce.results.EstimateResult` (probability, CoV, ``ci()``, queries, flags).
+    """
+    x = _input(x0)
+    engine_model = vision_model(model, x.shape, features=features, device=device, batch_size=batch_size)
+    chosen = _label(engine_model, x, label)
+    problem = perturbation_problem(engine_model, x, chosen, _noise(noise, scale, clip, x.shape), score=score,
+                                   event=make_event(failure))
+    _check_ruler_width(score, engine_model, x, chosen, features)
+    estimator = SubsetSimulation(n_samples=n_samples) if estimator is None else estimator
+    options = {} if callback is None else {"callback": callback}
+    return estimator.estimate(problem, seed=seed, **options)
+
+
+@dataclass
+class Harvest:
+    """Labelled embeddings from perturbed training inputs, ready to fit rulers on.
+
+    ``embeddings``: (n, k) float64, the ``features`` layer's output; ``failed``: (n,) bool;
+    ``groups``: (n,) int, the label of the input each row was perturbed from (the group of a
+    ruler conditioned by class); ``source``: (n,) int, the index of that input.
+    """
+
+    embeddings: np.ndarray
+    failed: np.ndarray
+    groups: np.ndarray
+    source: np.ndarray
+    features: str | None = None
+    per_input: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def n_failures(self) -> int:
+        return int(self.failed.sum())
+
+    def fit_ruler(self, name: str, by: str | None = None, **params: Any) -> Any:
+        """A ruler from the registry fitted on these rows; ``by="class"`` fits one per label group."""
+        from scarce.rulers import make_ruler
+
+        if self.n_failures == 0 or self.n_failures == len(self.failed):
+            raise ScarceError(f"the harvest has {self.n_failures} failure(s) in {len(self.failed)} rows: a ruler needs "
+                              f"both failures and normal rows (raise scale, n_samples or the number of inputs)")
+        if by is None:
+            return make_ruler(name, **params).fit(self.embeddings, self.failed.astype(np.int64))
+        return make_ruler(name, by=by, **params).fit(self.embeddings, self.failed.astype(np.int64), groups=self.groups)
+
+
+def _harvest_one(engine_model: VisionModel, x: np.ndarray, label: int, perturbation: Any, event: Any,
+                 estimator: SubsetSimulation, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray, Any]:
+    embeddings: list[np.ndarray] = []
+    flags: list[np.ndarray] = []
+
+    def record(out: Any, failed: np.ndarray) -> None:
+        embeddings.append(out.embedding)
+        flags.append(np.asarray(failed, dtype=bool))
+
+    problem = perturbation_problem(engine_model, x, label, perturbation, event=event, record=record)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScarceWarning)
+        result = estimator.estimate(problem, seed=seed)
+    return np.concatenate(embeddings), np.concatenate(flags), result
+
+
+def harvest(
+    model: Any,
+    inputs: Any,
+    labels: Any = None,
+    *,
+    noise: str | Callable[..., Any] = "gaussian",
+    scale: float = 0.2,
+    features: str | None = None,
+    clip: tuple[float, float] | None = (0.0, 1.0),
+    failure: Any = "misclassification",
+    n_samples: int = 500,
+    max_queries: int = 20_000,
+    max_normal_per_input: int = 2000,
+    seed: SeedLike = 0,
+    device: str = "auto",
+    batch_size: int | None = None,
+) -> Harvest:
+    """Labelled embeddings of ``model``'s ``features`` layer on perturbed ``inputs``.
+
+    Margin Subset Simulation runs on each input and every input the model evaluates is kept
+    (failures all, normal ones up to ``max_normal_per_input``): its upper levels sit near and
+    inside the failure region, so failures, rare under the noise, are plentiful in the record
+    (the offline stage of SCARCE, paper Algorithm 1). Fit rulers on the result with
+    :meth:`Harvest.fit_ruler` and use them on *other* inputs with ``score=ruler``.
+
+    ``inputs`` has shape ``(m, *input_shape)``; ``labels`` their correct classes (default: the
+    model's predictions). Each input runs on its own child of ``SeedSequence(seed)``.
+    """
+    xs = _input(inputs)
+    if xs.ndim < 2:
+        raise ScarceError(f"inputs must be a batch (m, *input_shape), got shape {xs.shape}")
+    check_positive_int("max_normal_per_input", max_normal_per_input)
+    engine_model = vision_model(model, xs.shape[1:], features=features, device=device, batch_size=batch_size)
+    given = [None] * len(xs) if labels is None else list(np.asarray(labels).reshape(-1))
+    if len(given) != len(xs):
+        raise ScarceError(f"labels must give one class per input: {len(given)} labels for {len(xs)} inputs")
+    perturbation = _noise(noise, scale, clip, xs.shape[1:])
+    estimator = SubsetSimulation(n_samples=n_samples, max_queries=max_queries)
+    event, root = make_event(failure), _root_seed(seed)
+    rng = np.random.default_rng(root.spawn(1)[0])
+    parts: list[tuple[np.ndarray, np.ndarray, int, int]] = []
+    per_input = []
+    for i, (x, child) in enumerate(zip(xs, root.spawn(len(xs)))):
+        label = _label(engine_model, x, None if given[i] is None else int(given[i]))
+        z, failed, result = _harvest_one(engine_model, x, label, perturbation, event, estimator, child)
+        normal = np.flatnonzero(~failed)
+        if normal.size > max_normal_per_input:
+            normal = rng.choice(normal, size=max_normal_per_input, replace=False)
+        keep = np.sort(np.concatenate([np.flatnonzero(failed), normal]))
+        parts.append((z[keep], failed[keep], label, i))
+        per_input.append({"index": i, "label": label, "probability": result.probability,
+                          "n_failures": int(failed.sum()), "n_queries": result.n_queries})
+    return Harvest(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                   np.concatenate([np.full(len(p[1]), p[2]) for p in parts]),
+                   np.concatenate([np.full(len(p[1]), p[3]) for p in parts]), features, per_input)
+
+
+def _root_seed(seed: SeedLike) -> np.random.SeedSequence:
+    """The root of the per-input seeds: a SeedSequence as is, an int's own, one draw of a Generator."""
+    generator = as_generator(seed)  # checks the seed (a negative int, a float, ... are refused)
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, (int, np.integer)):
+        return np.random.SeedSequence(int(seed))
+    return np.random.SeedSequence(int(generator.integers(2**63)))

@@ -1,0 +1,136 @@
+"""A user's model and input from files: a factory named by import path, safetensors weights, an image.
+
+What ``scarce vision estimate`` loads, each step with an error that names the file and what is
+allowed:
+
+* the model is built by calling a factory named ``"package.module:function"`` with no
+  arguments (the current directory is importable, as with ``python -m``);
+* its weights load from a safetensors file only: a safetensors file holds tensors and a JSON
+  header, never code, where a pickle (``.pt``, ``.pth``, ``.bin``, ``.ckpt``) can run any code
+  when it is read. Keys and shapes must match the model exactly (strict loading);
+* the input is a ``.npy`` array (read without pickle) or an image (PNG, JPEG, ...), which becomes
+  channels-first values in [0, 1]: ``(1, H, W)`` for greyscale, ``(3, H, W)`` for colour.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scarce.errors import ScarceError
+
+__all__ = ["build_model", "load_weights", "read_input"]
+
+_PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle")
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+def build_model(factory: str) -> Any:
+    """Call the factory ``"module.path:function"`` and check that it returns a ``torch.nn.Module``."""
+    import torch
+
+    module_name, sep, attribute = str(factory).partition(":")
+    if not sep or not module_name or not attribute:
+        raise ScarceError(f"--model must be 'package.module:factory' (a function that returns the torch.nn.Module), "
+                          f"got {factory!r}")
+    if os.getcwd() not in sys.path:  # like `python -m`: the working directory's packages are importable
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ScarceError(f"--model {factory!r}: cannot import {module_name!r} ({exc}); run from the directory that "
+                          f"holds it or add that directory to PYTHONPATH") from exc
+    target: Any = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            close = difflib.get_close_matches(part, [n for n in dir(target) if not n.startswith("_")], n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ScarceError(f"--model {factory!r}: {module_name} has no attribute {attribute!r}{hint}")
+        target = getattr(target, part)
+    model = target() if callable(target) and not isinstance(target, torch.nn.Module) else target
+    if not isinstance(model, torch.nn.Module):
+        raise ScarceError(f"--model {factory!r} must name a torch.nn.Module or a function returning one; it gave "
+                          f"{type(model).__name__}")
+    return model
+
+
+def load_weights(model: Any, path: str | os.PathLike[str]) -> Any:
+    """Load a safetensors state dict into ``model`` strictly; mismatching keys and shapes are named."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    file = Path(path)
+    if file.suffix.lower() in _PICKLE_SUFFIXES:
+        raise ScarceError(f"--weights {str(file)!r} looks like a pickle checkpoint ({file.suffix}), which can run code "
+                          f"when loaded; save the weights with safetensors.torch.save_file(model.state_dict(), "
+                          f"'model.safetensors') and pass that file")
+    if not file.is_file():
+        raise ScarceError(f"--weights {str(file)!r} is not a file")
+    try:
+        state = load_file(str(file))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ScarceError(f"--weights {str(file)!r} is not a readable safetensors file ({exc})") from exc
+    _check_state(model, state, file)
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def _check_state(model: Any, state: dict[str, Any], file: Path) -> None:
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    shapes = [f"{k} {tuple(state[k].shape)} (model: {tuple(expected[k].shape)})"
+              for k in sorted(set(state) & set(expected)) if tuple(state[k].shape) != tuple(expected[k].shape)]
+    problems = []
+    for what, keys in (("missing from the file", missing), ("not in the model", unexpected), ("with other shapes", shapes)):
+        if keys:
+            shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} in all)" if len(keys) > 8 else "")
+            problems.append(f"{what}: {shown}")
+    if problems:
+        raise ScarceError(f"--weights {str(file)!r} does not match the model ({type(model).__name__}); keys "
+                          + "; ".join(problems))
+
+
+def read_input(path: str | os.PathLike[str], shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """One input from ``.npy`` (no pickle) or an image file, optionally reshaped to ``shape``."""
+    file = Path(path)
+    if not file.is_file():
+        raise ScarceError(f"--input {str(file)!r} is not a file")
+    suffix = file.suffix.lower()
+    if suffix == ".npy":
+        try:
+            x = np.load(file, allow_pickle=False)
+        except ValueError as exc:
+            raise ScarceError(f"--input {str(file)!r} is not a plain .npy array ({exc})") from exc
+    elif suffix in _IMAGE_SUFFIXES:
+        x = _read_image(file)
+    else:
+        raise ScarceError(f"--input {str(file)!r}: the format {suffix or '(none)'} is not read; give a .npy array or an "
+                          f"image ({', '.join(_IMAGE_SUFFIXES)})")
+    x = np.asarray(x, dtype=np.float64)
+    if shape is not None:
+        if int(np.prod(shape)) != x.size:
+            raise ScarceError(f"--shape {tuple(shape)} holds {int(np.prod(shape))} values; the input has {x.size} "
+                              f"(shape {x.shape})")
+        x = x.reshape(shape)
+    return x
+
+
+def _read_image(file: Path) -> np.ndarray:
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError as exc:  # pragma: no cover - Pillow comes with matplotlib (the vision extra)
+        raise ScarceError("reading images needs Pillow: pip install 'scarce[vision]'") from exc
+    try:
+        with Image.open(file) as image:
+            image = image.convert("L" if image.mode in ("1", "L", "I", "I;16", "F") else "RGB")
+            pixels = np.asarray(image, dtype=np.float64) / 255.0
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ScarceError(f"--input {str(file)!r} is not a readable image ({exc})") from exc
+    return pixels[None] if pixels.ndim == 2 else np.moveaxis(pixels, -1, 0)

@@ -1,0 +1,146 @@
+"""scarce.vision on models that are not the demo's CNN: any nn.Module, any input shape, each event."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import scarce
+import scarce.vision as sv
+from scarce.errors import ScarceError
+from user_models import X_CNN, X_MLP, cnn, mlp  # noqa: E402
+
+
+def test_the_one_call_on_a_sequential_mlp_reaches_the_failure_and_is_reproducible():
+    model = mlp()
+    first = sv.failure_probability(model, X_MLP, scale=0.25, n_samples=400, seed=3, device="cpu")
+    again = sv.failure_probability(model, X_MLP, scale=0.25, n_samples=400, seed=3, device="cpu")
+    assert first.reached_failure and 0 < first.probability < 0.1
+    assert first.to_dict() | {"wall_time": 0} == again.to_dict() | {"wall_time": 0}
+    assert "P = " in str(first) and "queries" in str(first)
+
+
+def test_the_label_defaults_to_the_models_prediction_and_a_given_label_is_used():
+    model = cnn()
+    predicted = int(model(torch.from_numpy(X_CNN[None]).float()).argmax())
+    default = sv.failure_probability(model, X_CNN, scale=0.15, n_samples=300, device="cpu")
+    given = sv.failure_probability(model, X_CNN, predicted, scale=0.15, n_samples=300, device="cpu")
+    assert default.probability == given.probability
+    other = sv.failure_probability(model, X_CNN, (predicted + 1) % 6, scale=0.15, n_samples=300, device="cpu")
+    assert other.probability > 0.5  # the model does not decide for that label: most inputs "fail"
+
+
+def test_each_failure_event_kind_on_a_cnn_with_colour_inputs():
+    model = cnn()
+    label = int(model(torch.from_numpy(X_CNN[None]).float()).argmax())
+    target = (label + 1) % 6
+    common = dict(scale=0.15, n_samples=300, device="cpu", seed=0)
+    missed = sv.failure_probability(model, X_CNN, **common)
+    targeted = sv.failure_probability(model, X_CNN, failure=sv.Targeted(target), **common)
+    assert targeted.probability <= missed.probability + 3 * missed.cov * missed.probability
+    # the same targeted event written as a user function of the logits, with its own margin
+    own = sv.LogitsEvent(lambda logits: logits.argmax(1) == target,
+                         score=lambda logits: logits[:, target] - np.delete(logits, target, 1).max(1))
+    as_user = sv.failure_probability(model, X_CNN, failure=own, **common)
+    assert as_user.probability == targeted.probability
+    with pytest.raises(ScarceError, match="give the event a score"):
+        sv.failure_probability(model, X_CNN, failure=lambda logits: logits[:, 0] > 5, **common)
+
+
+def test_a_user_transform_with_its_own_latent_dimension():
+    model = mlp()
+
+    widths = set()
+
+    def brightness(x0, u):  # one latent value shifts every pixel
+        widths.add(u.shape[1])
+        assert x0.shape == (3, 4, 4)  # the seed in its own shape
+        return np.clip(x0[None] + 0.3 * u[:, :, None, None], 0.0, 1.0)
+
+    noise = sv.CustomNoise(brightness, shape=X_MLP.shape, latent_dim=1)
+    result = sv.failure_probability(model, X_MLP, noise=noise, estimator=scarce.SubsetSimulation(n_samples=300),
+                                    device="cpu")
+    assert widths == {1} and result.reached_failure
+    exact_mc = sv.failure_probability(model, X_MLP, noise=noise, device="cpu",
+                                      estimator=scarce.MonteCarlo(n_samples=20_000), seed=1)
+    tolerance = 4 * np.hypot(result.cov * result.probability, exact_mc.cov * exact_mc.probability)
+    assert abs(result.probability - exact_mc.probability) <= tolerance
+
+
+def test_features_from_a_named_layer_feed_a_conditioned_ruler_fitted_on_other_inputs():
+    model = cnn()
+    train = np.random.default_rng(7).uniform(0.2, 0.8, size=(6, 3, 16, 16))
+    data = sv.harvest(model, train, scale=0.15, features="block2", n_samples=200, device="cpu", seed=0)
+    assert data.embeddings.shape[1] == 32 and 0 < data.n_failures < len(data.failed)
+    assert set(np.unique(data.groups)) <= set(range(6)) and len(data.per_input) == 6
+    ruler = data.fit_ruler("fisher", by="class", fallback="pooled")
+    result = sv.failure_probability(model, X_CNN, scale=0.15, score=ruler, features="block2", n_samples=300,
+                                    device="cpu")
+    margin = sv.failure_probability(model, X_CNN, scale=0.15, n_samples=300, device="cpu")
+    assert result.reached_failure and result.problem.endswith("[FisherRuler]")
+    # same event, another score: the two estimates agree within their error bars
+    assert abs(np.log(result.probability / margin.probability)) <= 4 * np.hypot(result.cov, margin.cov)
+
+
+def test_a_hugging_face_style_output_with_logits_is_read():
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = mlp()
+
+        def forward(self, x):  # an output object with a .logits attribute
+            return type("Output", (), {"logits": self.inner(x)})()
+
+    result = sv.failure_probability(Wrapped(), X_MLP, scale=0.25, n_samples=300, device="cpu", seed=3)
+    plain = sv.failure_probability(mlp(), X_MLP, scale=0.25, n_samples=300, device="cpu", seed=3)
+    assert result.probability == plain.probability
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(label=4), r"label must be a class index in 0..3 of this 4-class model"),
+    (dict(features="4"), r"features='4' names no layer of Sequential; its layers are: '0', '1', '2', '3'"),
+    (dict(failure=sv.Targeted(9)), r"target must be a class index in 0..3"),
+    (dict(clip=(0.5, 0.6)), r"image must hold finite values in the noise's range \[0.5, 0.6\]"),
+    (dict(clip=(1, 0)), r"low < high"),
+    (dict(noise="salt"), r"noise"),
+    (dict(failure=3), r"failure must be 'misclassification'"),
+])
+def test_bad_arguments_name_the_parameter_and_what_is_allowed(bad, message):
+    with pytest.raises(ScarceError, match=message):
+        sv.failure_probability(mlp(), X_MLP, **{"scale": 0.2, "n_samples": 100, "device": "cpu", **bad})
+
+
+def test_a_model_that_is_not_a_classifier_or_rejects_the_shape_is_named():
+    with pytest.raises(ScarceError, match=r"2-D batch of logits .* returned shape \(2, 4, 1\)"):
+        sv.failure_probability(torch.nn.Sequential(mlp(), torch.nn.Unflatten(1, (4, 1))), X_MLP, device="cpu")
+    with pytest.raises(ScarceError, match=r"rejected a batch of shape \(2, 5, 5\) \(inputs of shape \(5, 5\)"):
+        sv.failure_probability(mlp(), np.full((5, 5), 0.5), device="cpu")
+    with pytest.raises(ScarceError, match="must be a torch.nn.Module"):
+        sv.failure_probability(lambda x: x, X_MLP, device="cpu")
+
+
+def test_a_noise_function_of_the_wrong_shape_is_named_when_the_engine_calls_it():
+    with pytest.raises(scarce.EvaluationError, match=r"returned shape \(100, 3\) for 100 latent draws; expected "
+                                                     r"\(100, 3, 4, 4\) or \(100, 48\)"):
+        sv.failure_probability(mlp(), X_MLP, noise=lambda x0, u: u[:, :3], n_samples=100, device="cpu")
+
+
+def test_a_misspelt_layer_gets_the_closest_names():
+    with pytest.raises(ScarceError, match=r"features='blok2' names no layer of SmallColourCNN; did you mean 'block2'"):
+        sv.failure_probability(cnn(), X_CNN, features="blok2", device="cpu")
+
+
+def test_a_ruler_fitted_on_another_layer_is_refused_by_its_width():
+    model = cnn()
+    data = sv.harvest(model, np.random.default_rng(7).uniform(0.2, 0.8, size=(3, 3, 16, 16)), scale=0.15,
+                      features="block2", n_samples=200, device="cpu")
+    with pytest.raises(ScarceError, match="fitted on 32-dimensional embeddings, and features='head' gives 6"):
+        sv.failure_probability(model, X_CNN, scale=0.15, score=data.fit_ruler("centroid"), features="head",
+                               device="cpu")
+
+
+def test_the_users_module_keeps_no_hook():
+    model = cnn()
+    sv.failure_probability(model, X_CNN, scale=0.15, features="block1", n_samples=200, device="cpu")
+    assert all(not m._forward_hooks for m in model.modules())
