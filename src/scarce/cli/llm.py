@@ -30,6 +30,15 @@ def embed(
                                            "jailbreakbench/ (default $SCARCE_DATA_DIR). Ignored with --corpus."),
     corpus: Optional[str] = typer.Option(None, help="Embed this corpus table (.parquet or .jsonl) instead of "
                                          "reading the JailbreakBench artifacts."),
+    input_file: Optional[str] = typer.Option(None, "--input", help="Embed the records of this file (or JailbreakBench "
+                                             "directory): a HarmBench result .json, a garak report.jsonl, plain "
+                                             ".jsonl/.csv with prompt, response, label, or a corpus table."),
+    input_format: Optional[str] = typer.Option(None, "--format", help="Format of --input: jailbreakbench, harmbench, "
+                                               "garak, jsonl, csv or corpus (default: inferred from the file)."),
+    method: Optional[str] = typer.Option(None, help="HarmBench: the attack method that made the test cases "
+                                         "(default 'harmbench')."),
+    target_model: Optional[str] = typer.Option(None, help="HarmBench, garak: the model under test (default: the "
+                                               "file name, or the one the garak report names)."),
     encoder: str = typer.Option("minilm", help="minilm (bundled sentence encoder, CPU) or judge (a Llama-Guard "
                                 "style judge's hidden states; needs --model)."),
     model: Optional[str] = typer.Option(None, help="Judge model name or directory (encoder judge)."),
@@ -41,9 +50,9 @@ def embed(
     device: Optional[str] = typer.Option(None, help="cpu, cuda or cuda:<i> (default: a GPU when present)."),
 ) -> None:
     """Embed every record of the corpus and write it as Parquet."""
-    from scarce.applications.llm.corpus import read_corpus, write_corpus
+    from scarce.applications.llm.corpus import write_corpus
     from scarce.applications.llm.embedding import embed_corpus
-    from scarce.datasets import load_jailbreakbench_corpus, summarize_counts
+    from scarce.datasets import summarize_counts
     from scarce.errors import ScarceError, unknown_name_error
 
     try:
@@ -57,7 +66,7 @@ def embed(
 
         check_corpus_output(out)  # before the work: a directory or an unwritable place is refused now
         device = check_device(device)
-        frame = read_corpus(corpus) if corpus else load_jailbreakbench_corpus(data_dir)
+        frame = _input_corpus(input_file, input_format, corpus, data_dir, method, target_model)
         typer.echo(f"corpus: {len(frame)} records", err=True)
         with _text_progress(f"embedding with {encoder}") as progress:
             embedded = embed_corpus(frame, encoder, model=model, cache_dir=cache_dir, batch_size=batch_size,
@@ -74,6 +83,31 @@ def embed(
     Console().print(summarize_counts(embedded).to_string(index=False))
     typer.echo(f"embedded corpus: {path} ({len(embedded)} records, dimension "
                f"{len(embedded['embedding'].iloc[0])})")
+
+
+def _input_corpus(input_file, input_format, corpus, data_dir, method, target_model):  # type: ignore[no-untyped-def]
+    """The records to embed: --input in its format, else --corpus, else the JailbreakBench directory."""
+    from scarce.applications.llm.corpus import read_corpus
+    from scarce.applications.llm.sources import infer_format, read_conversations
+    from scarce.datasets import load_jailbreakbench_corpus
+    from scarce.errors import ScarceError
+
+    if input_file is None:
+        if input_format is not None or method is not None or target_model is not None:
+            raise ScarceError("--format, --method and --target-model describe --input; give --input")
+        return read_corpus(corpus) if corpus else load_jailbreakbench_corpus(data_dir)
+    if corpus is not None:
+        raise ScarceError("give --input or --corpus, not both")
+    chosen = input_format or infer_format(input_file)
+    options = {"harmbench": {"method": method, "target_model": target_model},
+               "garak": {"target_model": target_model}}.get(chosen, {})
+    given = {k: v for k, v in options.items() if v is not None}
+    extra = {"method": method, "target_model": target_model}.keys() - options.keys()
+    if any({"method": method, "target_model": target_model}[k] is not None for k in extra):
+        raise ScarceError(f"--method/--target-model do not apply to the {chosen} format")
+    frame = read_conversations(input_file, chosen, **given)
+    typer.echo(f"read {len(frame)} records from {input_file} ({chosen})", err=True)
+    return frame
 
 
 class _text_progress:

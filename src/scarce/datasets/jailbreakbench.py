@@ -155,14 +155,15 @@ def _empty_corpus() -> pd.DataFrame:
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in CORPUS_COLUMNS.items()})
 
 
-def _as_corpus(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def as_corpus(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows (dicts with the :data:`CORPUS_COLUMNS` keys) as a corpus table with the schema's dtypes."""
     if not rows:
         return _empty_corpus()
     frame = pd.DataFrame(rows, columns=list(CORPUS_COLUMNS))
     return frame.astype(CORPUS_COLUMNS)
 
 
-def _check_size(path: Path, what: str, limit: int) -> None:
+def check_file_size(path: Path, what: str, limit: int) -> None:
     """Refuse a file larger than ``limit`` bytes before reading it."""
     try:
         size = path.stat().st_size
@@ -177,18 +178,23 @@ def _check_size(path: Path, what: str, limit: int) -> None:
                           "file may have; it is not read")
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    _check_size(path, "artifact file", MAX_ARTIFACT_BYTES)
+def read_json_file(path: Path, what: str, limit: int) -> Any:
+    """A JSON file read whole after its size is checked against ``limit``; every failure a
+    :class:`ScarceError` naming ``what`` and the file (missing, too large, too deep, not JSON)."""
+    check_file_size(path, what, limit)
     try:
         with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+            return json.load(handle)
     except FileNotFoundError:  # removed between the size check and the open
-        raise ScarceError(f"artifact file {str(path)!r} does not exist") from None
+        raise ScarceError(f"{what} {str(path)!r} does not exist") from None
     except RecursionError:
-        raise ScarceError(f"artifact file {str(path)!r} is nested too deeply to be a JailbreakBench "
-                          "attack artifact") from None
+        raise ScarceError(f"{what} {str(path)!r} is nested too deeply to be read") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: JSONDecodeError, huge ints
-        raise ScarceError(f"artifact file {str(path)!r} is not readable JSON: {exc}") from None
+        raise ScarceError(f"{what} {str(path)!r} is not readable JSON: {exc}") from None
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    data = read_json_file(path, "artifact file", MAX_ARTIFACT_BYTES)
     if not isinstance(data, dict) or not isinstance(data.get("jailbreaks"), list):
         raise ScarceError(f"artifact file {str(path)!r} must be a JSON object with a 'jailbreaks' list "
                           "(a JailbreakBench attack artifact)")
@@ -278,7 +284,7 @@ def read_attack_artifact(path: PathLike, *, method: str | None = None,
             continue
         _check_texts(entry, path, position)
         rows.append(_attack_record(entry, index, flag, method, attack_type, target))
-    frame = _as_corpus(rows)
+    frame = as_corpus(rows)
     stated = parameters.get("total_number_of_jailbreaks")
     frame.attrs["summary"] = {
         "file": str(path), "method": method, "attack_type": attack_type, "target_model": target,
@@ -353,7 +359,7 @@ def read_behaviors(path: PathLike, *, harmful: bool) -> pd.DataFrame:
         Columns ``behavior_id``, ``harmful`` and the CSV columns (``index`` as int).
     """
     path = Path(os.fspath(path))
-    _check_size(path, "behaviours file", MAX_BEHAVIORS_BYTES)
+    check_file_size(path, "behaviours file", MAX_BEHAVIORS_BYTES)
     try:
         with open(path, encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle)
@@ -404,7 +410,7 @@ def benign_records(behaviors: pd.DataFrame) -> pd.DataFrame:
         "response": "", "judge_score": np.nan, "jailbroken": False, "attack_type": NO_VALUE,
         "category": str(row.category),
     } for row in behaviors.itertuples(index=False)]
-    return _as_corpus(rows)
+    return as_corpus(rows)
 
 
 def load_jailbreakbench_corpus(root: PathLike | None = None, *, include_benign: bool = True

@@ -1,0 +1,148 @@
+"""Where a corpus comes from: the file formats evaluation tools write, read into the corpus schema.
+
+:func:`read_conversations` reads one file (or a JailbreakBench directory) in any of
+
+================  ===========================================================================
+format            what
+================  ===========================================================================
+jailbreakbench    a JailbreakBench data directory, or one attack artifact ``.json``
+                  (:mod:`scarce.datasets.jailbreakbench`)
+harmbench         HarmBench completions with classifier labels, ``{behavior_id: [...]}`` ``.json``
+                  (:mod:`scarce.datasets.harmbench`)
+garak             a garak ``report.jsonl`` (:mod:`scarce.datasets.garak`)
+jsonl, csv        plain ``prompt``, ``response``, ``label`` records (:mod:`scarce.datasets.labelled`)
+corpus            this library's own table, ``.parquet`` or ``.jsonl`` (:func:`.corpus.read_corpus`)
+================  ===========================================================================
+
+and infers the format from the file when it is unambiguous: the suffix, then the first record's
+keys (a garak line has ``entry_type``; a corpus record has ``record_id``, ``method``,
+``target_model`` and ``jailbroken``; a HarmBench object maps ids to lists of ``test_case``
+entries; an artifact has ``jailbreaks``). Anything else, or a file that matches two formats, is
+an error that lists the formats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Union
+
+import pandas as pd
+
+from scarce.errors import ScarceError, unknown_name_error
+
+__all__ = ["FORMATS", "infer_format", "read_conversations"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+FORMATS = ("jailbreakbench", "harmbench", "garak", "jsonl", "csv", "corpus")
+_CORPUS_KEYS = {"record_id", "method", "target_model", "jailbroken"}
+_PEEK_BYTES = 1 << 20
+
+
+def _first_record(path: Path) -> Any:
+    """The first JSON value of a JSON Lines file (a bounded read), or None when it is not JSON."""
+    with open(path, "rb") as handle:
+        for raw in iter(lambda: handle.readline(_PEEK_BYTES), b""):
+            if raw.strip():
+                try:
+                    return json.loads(raw)
+                except (ValueError, RecursionError):
+                    return None
+    return None
+
+
+def _json_kinds(path: Path) -> list[str]:
+    from scarce.datasets.harmbench import MAX_HARMBENCH_BYTES
+    from scarce.datasets.jailbreakbench import read_json_file
+
+    data = read_json_file(path, "corpus file", MAX_HARMBENCH_BYTES)
+    kinds = []
+    if isinstance(data, dict) and isinstance(data.get("jailbreaks"), list):
+        kinds.append("jailbreakbench")
+    if isinstance(data, dict) and data and all(isinstance(v, list) and all(isinstance(e, dict) and "test_case" in e
+                                                                          for e in v) for v in data.values()):
+        kinds.append("harmbench")
+    return kinds
+
+
+def _jsonl_kinds(path: Path) -> list[str]:
+    record = _first_record(path)
+    if not isinstance(record, dict):
+        return []
+    kinds = []
+    if "entry_type" in record:
+        kinds.append("garak")
+    if _CORPUS_KEYS <= set(record):
+        kinds.append("corpus")
+    elif {"prompt", "response"} <= set(record):
+        kinds.append("jsonl")
+    return kinds
+
+
+def infer_format(path: PathLike) -> str:
+    """The one format ``path`` can be read as, or a :class:`ScarceError` (unknown or ambiguous)."""
+    file = Path(path)
+    if file.is_dir():
+        return "jailbreakbench"
+    if not file.is_file():
+        raise ScarceError(f"corpus input {str(file)!r} is not a file or directory")
+    suffix = file.suffix.lower()
+    kinds = {".csv": ["csv"], ".parquet": ["corpus"]}.get(suffix)
+    if kinds is None:
+        kinds = _json_kinds(file) if suffix == ".json" else _jsonl_kinds(file) if suffix == ".jsonl" else []
+    if len(kinds) == 1:
+        return kinds[0]
+    what = "matches several formats (" + ", ".join(kinds) + ")" if kinds else "is of no format this library reads"
+    raise ScarceError(f"corpus input {str(file)!r} {what}; name its format: one of {', '.join(FORMATS)}")
+
+
+def read_conversations(path: PathLike, format: str | None = None, **options: Any) -> pd.DataFrame:
+    """Read ``path`` in ``format`` (inferred when None) as a corpus table, checked.
+
+    ``options`` go to the reader: ``method``, ``target_model`` and ``unlabelled`` (HarmBench),
+    ``target_model`` (garak), ``unlabelled`` (jsonl, csv).
+    """
+    chosen = infer_format(path) if format is None else format
+    if chosen not in FORMATS:
+        raise unknown_name_error("format", chosen, FORMATS)
+    frame = _READERS[chosen](Path(path), **options)
+    from scarce.applications.llm.corpus import check_corpus
+
+    return check_corpus(frame, source=f"{chosen} file {str(path)!r}")
+
+
+def _jailbreakbench(path: Path, **options: Any) -> pd.DataFrame:
+    from scarce.datasets.jailbreakbench import load_jailbreakbench_corpus, read_attack_artifact
+
+    return load_jailbreakbench_corpus(path, **options) if path.is_dir() else read_attack_artifact(path, **options)
+
+
+def _harmbench(path: Path, **options: Any) -> pd.DataFrame:
+    from scarce.datasets.harmbench import read_harmbench
+
+    return read_harmbench(path, **options)
+
+
+def _garak(path: Path, **options: Any) -> pd.DataFrame:
+    from scarce.datasets.garak import read_garak
+
+    return read_garak(path, **options)
+
+
+def _labelled(path: Path, **options: Any) -> pd.DataFrame:
+    from scarce.datasets.labelled import read_labelled
+
+    return read_labelled(path, **options)
+
+
+def _corpus(path: Path, **options: Any) -> pd.DataFrame:
+    from scarce.applications.llm.corpus import read_corpus
+
+    if options:
+        raise ScarceError(f"the corpus format takes no options, got {', '.join(options)}")
+    return read_corpus(path)
+
+
+_READERS = {"jailbreakbench": _jailbreakbench, "harmbench": _harmbench, "garak": _garak, "jsonl": _labelled,
+            "csv": _labelled, "corpus": _corpus}

@@ -1,0 +1,122 @@
+"""Plain labelled conversations, JSON Lines or CSV, as LLM corpus tables.
+
+The simplest corpus a user has: one conversation per line (JSONL) or row (CSV) with
+
+=============  ========  ==================================================================
+column         required  meaning
+=============  ========  ==================================================================
+prompt         yes       the user's text
+response       yes       the model's answer
+label          yes       jailbroken / unsafe: ``true``/``false``, ``1``/``0``, ``yes``/``no``
+                         (``jailbroken`` is accepted as its name too)
+method         no        the attack style; ``"none"`` marks benign users (default ``"custom"``)
+target_model   no        the model that answered (default ``"unknown"``)
+record_id      no        unique id (default ``"<file stem>/<line>"``)
+behavior_id    no        the behaviour or goal the conversation is about
+judge_score    no        a judge's probability of unsafe, in [0, 1]
+=============  ========  ==================================================================
+
+Records without a label are refused, or dropped and counted (``unlabelled="drop"``,
+``attrs["dropped_unlabelled"]``): the calibration ``C_tau`` needs every record's label.
+
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "chats.csv"
+>>> _ = path.write_text("prompt,response,label\\nhi,hello,no\\nhow to x?,here is how,yes\\n")
+>>> read_labelled(path)[["record_id", "method", "jailbroken"]].values.tolist()
+[['chats/1', 'custom', False], ['chats/2', 'custom', True]]
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Union
+
+import pandas as pd
+
+from scarce.datasets.jailbreakbench import NO_VALUE, as_corpus, check_file_size
+from scarce.datasets.jsonlines import json_objects
+from scarce.errors import ScarceError
+
+__all__ = ["read_labelled"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+MAX_TABLE_BYTES = 4 << 30
+MAX_LINE_BYTES = 64 << 20
+_TRUE, _FALSE = {"1", "true", "yes", "unsafe", "jailbroken"}, {"0", "false", "no", "safe"}
+
+
+def _flag(value: Any, where: str) -> bool | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+        return None
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ScarceError(f"{where}: label must be true/false, 1/0 or yes/no, got {value!r}")
+
+
+def _rows_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    return json_objects(path, "corpus file", MAX_LINE_BYTES)
+
+
+def _rows_csv(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            for number, record in enumerate(csv.DictReader(handle), start=1):
+                yield f"corpus file {str(path)!r}, row {number}", record
+    except UnicodeDecodeError as exc:
+        raise ScarceError(f"{str(path)!r} is not UTF-8 text: {exc}") from None
+    except csv.Error as exc:
+        raise ScarceError(f"{str(path)!r} is not a readable CSV file: {exc}") from None
+
+
+def _record(record: dict[str, Any], where: str, number: int, stem: str) -> dict[str, Any] | None:
+    texts = {}
+    for name in ("prompt", "response"):
+        value = record.get(name)
+        if not isinstance(value, str):
+            raise ScarceError(f"{where}: {name!r} must be a string, got {type(value).__name__}; the columns are "
+                              f"prompt, response and label (see scarce.datasets.labelled)")
+        texts[name] = value
+    flag = _flag(record.get("label", record.get("jailbroken")), where)
+    if flag is None:
+        return None
+    method = str(record.get("method") or "custom")
+    score = record.get("judge_score")
+    return {"record_id": str(record.get("record_id") or f"{stem}/{number}"),
+            "behavior_id": str(record.get("behavior_id") or ""), "harmful": method != NO_VALUE, "method": method,
+            "target_model": str(record.get("target_model") or "unknown"), "turn": pd.NA, **texts,
+            "judge_score": float(score) if score not in (None, "") else math.nan, "jailbroken": flag,
+            "attack_type": "", "category": str(record.get("category") or "")}
+
+
+def read_labelled(path: PathLike, *, unlabelled: str = "error") -> pd.DataFrame:
+    """Read a ``.jsonl`` or ``.csv`` file of labelled conversations as corpus records."""
+    if unlabelled not in ("error", "drop"):
+        raise ScarceError(f"unlabelled must be 'error' or 'drop', got {unlabelled!r}")
+    file = Path(path)
+    check_file_size(file, "corpus file", MAX_TABLE_BYTES)
+    suffix = file.suffix.lower()
+    if suffix not in (".jsonl", ".csv"):
+        raise ScarceError(f"corpus file {str(file)!r}: plain labelled records are read from .jsonl or .csv, not "
+                          f"{suffix or '(no suffix)'}")
+    rows, dropped = [], 0
+    for number, (where, record) in enumerate((_rows_jsonl if suffix == ".jsonl" else _rows_csv)(file), start=1):
+        row = _record(record, where, number, file.stem)
+        if row is None:
+            dropped += 1
+        else:
+            rows.append(row)
+    if dropped and unlabelled == "error":
+        raise ScarceError(f"corpus file {str(file)!r}: {dropped} record(s) have no label, and calibration needs "
+                          f"every record's label; label them, or pass unlabelled='drop' to leave them out")
+    if not rows:
+        raise ScarceError(f"corpus file {str(file)!r} holds no labelled record")
+    frame = as_corpus(rows)
+    frame.attrs["dropped_unlabelled"] = dropped
+    return frame
