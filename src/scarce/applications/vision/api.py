@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -139,8 +139,7 @@ def failure_probability(
     label : int, optional
         The correct class of ``x0``; default: the model's own prediction on it.
     noise, scale : "gaussian", "uniform" or callable; float
-        ``clip(x0 + scale u)`` or ``clip(x0 + scale (2 Phi(u) - 1))``, ``u ~ N(0, I)``; a callable
-        ``fn(x0, u)`` returns the perturbed batch (a ``CustomNoise`` sets another latent width).
+        ``clip(x0 + scale u)``, ``clip(x0 + scale (2 Phi(u) - 1))``, or ``fn(x0, u)`` (a batch).
     score : "margin" or fitted ruler
         The levels' score: the event's logit margin, or ``ruler.score_samples`` of the
         ``features`` embedding (a class-conditioned ruler uses the group of ``label``).
@@ -150,14 +149,14 @@ def failure_probability(
     features : str, optional
         The layer (a ``model.named_modules()`` name) whose output a ruler scores; default: logits.
     clip : (low, high) or None
-        The range perturbed inputs are clipped to, which ``x0`` must lie in.
+        The range inputs are clipped to, which ``x0`` must lie in.
     n_samples, estimator :
         Samples per level of ``SubsetSimulation(n_samples)``, or any estimator to use instead.
     seed, device, callback :
-        Same seed, same result (one device kind); ``"auto"``: CUDA when present; ``callback``
-        gets each level's :class:`~scarce.results.LevelDiagnostics`.
+        Same seed, same result (per device kind); ``"auto"``: CUDA when present; per-level hook.
 
-    Returns an :class:`~scarce.results.EstimateResult` (probability, CoV, ``ci()``, queries, flags).
+    Returns an :class:`~scarce.results.EstimateResult` (probability, CoV, ``ci()``, flags); its
+    ``n_queries`` are the estimator's, and ``info["setup_queries"]`` the few inputs evaluated before.
     """
     x = _input(x0)
     engine_model = vision_model(model, x.shape, features=features, device=device, batch_size=batch_size)
@@ -165,9 +164,10 @@ def failure_probability(
     problem = perturbation_problem(engine_model, x, chosen, _noise(noise, scale, clip, x.shape), score=score,
                                    event=make_event(failure))
     _check_ruler_width(score, engine_model, x, chosen, features)
+    setup = engine_model.timer.points + 2  # the label pass, the width check and the two-input shape probe
     estimator = SubsetSimulation(n_samples=n_samples) if estimator is None else estimator
-    options = {} if callback is None else {"callback": callback}
-    return estimator.estimate(problem, seed=seed, **options)
+    result = estimator.estimate(problem, seed=seed, **({} if callback is None else {"callback": callback}))
+    return replace(result, info={**result.info, "setup_queries": setup})
 
 
 @dataclass
