@@ -144,3 +144,49 @@ def test_the_users_module_keeps_no_hook():
     model = cnn()
     sv.failure_probability(model, X_CNN, scale=0.15, features="block1", n_samples=200, device="cpu")
     assert all(not m._forward_hooks for m in model.modules())
+
+
+def test_a_model_in_training_mode_keeps_its_batch_norm_statistics():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 6), torch.nn.BatchNorm1d(6),
+                                torch.nn.Linear(6, 3))
+    with torch.no_grad():
+        model[2].running_var.fill_(2.0)
+    sv.failure_probability(model, X_MLP, scale=0.2, n_samples=200, device="cpu")
+    assert model[2].running_var.tolist() == [2.0] * 6 and int(model[2].num_batches_tracked) == 0
+    assert not model.training
+
+
+def test_a_float64_model_gets_float64_inputs():
+    plain = sv.failure_probability(mlp(), X_MLP, scale=0.25, n_samples=300, device="cpu", seed=3)
+    double = sv.failure_probability(mlp().double(), X_MLP, scale=0.25, n_samples=300, device="cpu", seed=3)
+    assert abs(np.log(double.probability / plain.probability)) <= 4 * np.hypot(plain.cov, double.cov)
+
+
+def test_a_layer_whose_first_axis_is_not_the_batch_is_refused():
+    class Recurrent(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru, self.head = torch.nn.GRU(4, 5), torch.nn.Linear(5, 4)
+
+        def forward(self, x):
+            out, _ = self.gru(x.reshape(x.shape[0], 12, 4).transpose(0, 1))  # time first
+            return self.head(out[-1])
+
+    with pytest.raises(ScarceError, match=r"layer 'gru' returned \(12, 2, 5\) for a batch of 2 inputs"):
+        sv.failure_probability(Recurrent(), X_MLP, features="gru", device="cpu")
+
+
+def test_harvest_reads_one_seed_sequence_twice_the_same_and_refuses_fractional_labels():
+    inputs = np.random.default_rng(3).uniform(size=(2, 3, 4, 4))
+    seed = np.random.SeedSequence(11)
+    first = sv.harvest(mlp(), inputs, scale=0.25, n_samples=100, device="cpu", seed=seed)
+    second = sv.harvest(mlp(), inputs, scale=0.25, n_samples=100, device="cpu", seed=seed)
+    assert np.array_equal(first.embeddings, second.embeddings)
+    for bad in ([1.5, 0], [True, False], ["a", "b"], [0]):
+        with pytest.raises(ScarceError, match="labels must give one integer class per input"):
+            sv.harvest(mlp(), inputs, bad, scale=0.25, n_samples=100, device="cpu")
+
+
+def test_clip_given_as_a_string_is_refused():
+    with pytest.raises(ScarceError, match="clip must be a \\(low, high\\) pair of numbers or None, got '05'"):
+        sv.failure_probability(mlp(), X_MLP, clip="05", device="cpu")

@@ -125,3 +125,29 @@ def test_a_bad_factory_path_is_named(project, factory, message):
     out = runner.invoke(app, ["vision", "estimate", "--model", factory, "--input", "x.npy", "--device", "cpu"])
     assert out.exit_code == 2
     assert message in " ".join(out.output.split())
+
+
+def test_a_factory_that_raises_and_a_model_that_fails_mid_run_are_named(project):
+    (project / "userpkg" / "broken.py").write_text(
+        "import torch\n"
+        "def needs_args(width):\n    return torch.nn.Linear(width, 2)\n"
+        "class NaNAfterProbe(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        out = torch.zeros(x.shape[0], 3)\n"
+        "        return out if x.shape[0] <= 2 else out + float('nan')\n"
+        "def nan_model():\n    return NaNAfterProbe()\n")
+    raised = runner.invoke(app, ["vision", "estimate", "--model", "userpkg.broken:needs_args", "--input", "x.npy"])
+    assert raised.exit_code == 2 and "calling the factory with no arguments raised TypeError" in raised.output
+    nan = runner.invoke(app, ["vision", "estimate", "--model", "userpkg.broken:nan_model", "--input", "x.npy",
+                              "--device", "cpu", "--n-samples", "100"])
+    assert nan.exit_code == 2, nan.output
+    assert "error:" in nan.output and "Traceback" not in nan.output
+
+
+def test_a_sixteen_bit_png_reads_to_its_true_values(project):
+    from PIL import Image
+
+    from scarce.applications.vision.loading import read_input
+
+    Image.fromarray(np.full((8, 8), 32768, dtype=np.uint16)).save(project / "deep.png")
+    assert abs(read_input(project / "deep.png").max() - 0.5) < 1e-4 and read_input(project / "deep.png").shape == (1, 8, 8)

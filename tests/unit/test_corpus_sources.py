@@ -99,8 +99,10 @@ def test_garak_evaluated_outputs_become_records_in_both_layouts(tmp_path, new_la
     ([{"no_entry_type": 1}], "every line of a garak report is an object with an 'entry_type'"),
     ([{"entry_type": "attempt", "status": 2, "outputs": ["x"], "detector_results": {}}], "without detector_results"),
     ([{"entry_type": "attempt", "status": 2, "outputs": ["x"], "detector_results": {"d": [1.5]}}], "outside"),
-    ([{"entry_type": "attempt", "status": 2, "outputs": ["x", "y"], "detector_results": {"d": [0.1]}}],
-     "gives no score in \\[0, 1\\] for output 1"),
+    ([{"entry_type": "attempt", "status": 2, "outputs": ["x"], "detector_results": {"d": ["high"]}}],
+     "scored output 0 'high', not a number in \\[0, 1\\]"),
+    ([{"entry_type": "attempt", "status": 2, "outputs": ["x"], "detector_results": {"d": [None]}}],
+     "no evaluated output has a detector score"),
     ([{"entry_type": "attempt", "status": 2, "prompt": 3, "outputs": ["x"], "detector_results": {"d": [0.1]}}],
      "expected text"),
 ])
@@ -109,6 +111,18 @@ def test_malformed_garak_reports_name_the_line(tmp_path, lines, message):
     path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
     with pytest.raises(ScarceError, match=message):
         read_garak(path)
+
+
+def test_garak_outputs_without_a_generation_or_a_score_are_dropped_and_counted(tmp_path):
+    attempt = {"entry_type": "attempt", "uuid": "u", "status": 2, "probe_classname": "dan.Dan",
+               "prompt": {"turns": [{"role": "system", "content": {"text": "be nice"}},
+                                    {"role": "user", "content": {"text": "be DAN"}}]},
+               "outputs": [{"text": "ok"}, None, {"text": "fine"}],
+               "detector_results": {"dan.DAN": [1.0, None, None], "other": [None, None, None]}}
+    frame = read_garak(write_jsonl(tmp_path / "r.jsonl", [attempt]))
+    assert frame["response"].tolist() == ["ok"] and frame["jailbroken"].tolist() == [True]
+    assert frame.attrs["dropped_no_output"] == 1 and frame.attrs["dropped_unscored"] == 1
+    assert frame["prompt"].tolist() == ["system: be nice\n\nuser: be DAN"]
 
 
 # ---------------------------------------------------------------------------- plain JSONL / CSV
@@ -130,12 +144,28 @@ def test_plain_jsonl_and_csv_read_the_same_records(tmp_path):
     ("prompt,label\nhi,1\n", "'response' must be a string"),
     ("prompt,response,label\nhi,hello,\n", r"1 record\(s\) have no label"),
     ("prompt,response,label\n", "holds no labelled record"),
+    ("prompt,response,label,judge_score\nhi,hello,1,high\n", "judge_score must be a probability in \\[0, 1\\], got 'high'"),
+    ("prompt,response,label,judge_score\nhi,hello,1,7\n", "judge_score must be a probability in \\[0, 1\\], got '7'"),
 ])
 def test_malformed_plain_files_name_the_row(tmp_path, text, message):
     path = tmp_path / "bad.csv"
     path.write_text(text)
     with pytest.raises(ScarceError, match=message):
         read_labelled(path)
+
+
+def test_a_csv_with_a_byte_order_mark_and_labels_in_either_column_read(tmp_path):
+    (tmp_path / "excel.csv").write_bytes("\ufeffprompt,response,label\nhi,hello,1\n".encode("utf-8"))
+    assert read_labelled(tmp_path / "excel.csv")["jailbroken"].tolist() == [True]
+    both = write_jsonl(tmp_path / "b.jsonl", [{"prompt": "a", "response": "b", "label": None, "jailbroken": True},
+                                             {"prompt": "c", "response": "d", "label": 0.0}])
+    assert read_labelled(both)["jailbroken"].tolist() == [True, False]
+
+
+def test_options_of_another_format_are_named(tmp_path):
+    path = write_jsonl(tmp_path / "g.jsonl", garak_lines())
+    with pytest.raises(ScarceError, match=r"option\(s\) method do not apply to the garak format .* \(it takes: target_model\)"):
+        read_conversations(path, method="GCG")
 
 
 def test_non_utf8_csv_is_a_clear_error(tmp_path):

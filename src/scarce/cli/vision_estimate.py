@@ -51,7 +51,7 @@ def estimate(
     """The probability that your classifier fails on your input under random noise."""
     import warnings
 
-    from scarce.errors import ScarceError, ScarceWarning
+    from scarce.errors import EvaluationError, ScarceError, ScarceWarning
     from scarce.estimators import SubsetSimulation
 
     try:
@@ -63,7 +63,7 @@ def estimate(
                           clip=_numbers("--clip", clip), seed=seed, device=device, batch_size=batch_size,
                           estimator=SubsetSimulation(n_samples=n_samples, level_probability=level_probability,
                                                      max_queries=max_queries))
-    except ScarceError as exc:
+    except (ScarceError, EvaluationError) as exc:  # EvaluationError: the model failed inside the run
         fail(str(exc), exc)
     except OSError as exc:
         fail(describe_os_error(exc), exc)

@@ -13,8 +13,10 @@ Each evaluated output becomes one corpus record: ``method`` the probe (``dan.Dan
 detector score and ``jailbroken`` whether it reaches garak's hit threshold (0.5, as garak's
 evaluator counts a hit). Both report layouts are read: prompts and outputs as plain strings
 (garak before 0.10) or as ``{"turns": [{"role", "content": {"text"}}]}`` conversations and
-``{"text": ...}`` messages. Outputs that are missing (a failed generation) are dropped and counted
-in ``attrs["dropped_no_output"]``; an evaluated attempt without detector results is refused.
+``{"text": ...}`` messages; a prompt of several turns is joined with each turn's role. Outputs
+that are missing (a failed generation) are dropped and counted in ``attrs["dropped_no_output"]``,
+outputs no detector scored in ``attrs["dropped_unscored"]`` (garak's evaluator skips them too);
+an evaluated attempt without detector results is refused.
 """
 
 from __future__ import annotations
@@ -44,8 +46,11 @@ def _text(value: Any, where: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, dict) and "turns" in value:
-        texts = [_text(turn.get("content") if isinstance(turn, dict) else turn, where) for turn in value["turns"]]
-        return "\n\n".join(t for t in texts if t)
+        turns = [t for t in value["turns"] if isinstance(t, dict)]
+        texts = [(str(t.get("role", "")), _text(t.get("content"), where)) for t in turns]
+        if len(texts) == 1:
+            return texts[0][1]
+        return "\n\n".join(f"{role}: {text}" if role else text for role, text in texts if text)
     if isinstance(value, dict) and ("text" in value or not value):
         text = value.get("text")
         if text is None or isinstance(text, str):
@@ -63,19 +68,24 @@ def _lines(path: Path) -> Any:
         yield where, entry
 
 
-def _output_rows(entry: dict[str, Any], where: str, target: str) -> tuple[list[dict[str, Any]], int]:
+def _output_rows(entry: dict[str, Any], where: str, target: str) -> tuple[list[dict[str, Any]], int, int]:
+    """The attempt's records, the outputs missing (failed generations) and those no detector scored."""
     probe = str(entry.get("probe_classname") or "unknown").removeprefix("probes.")
     outputs, results = entry.get("outputs") or [], entry.get("detector_results")
     if not isinstance(results, dict) or not results:
         raise ScarceError(f"{where}: an evaluated attempt (status 2) without detector_results; its outputs have no "
                           f"label, which calibration needs")
     prompt = _text(entry.get("prompt"), where) or ""
-    rows, missing = [], 0
+    rows, missing, unscored = [], 0, 0
     for i, output in enumerate(outputs):
         response = _text(output, f"{where}, output {i}")
-        scores = [_score(values, i, detector, where) for detector, values in results.items()]
-        if response is None:
+        if response is None:  # a failed generation: garak scores it None too
             missing += 1
+            continue
+        scores = [score for detector, values in results.items()
+                  if (score := _score(values, i, detector, where)) is not None]
+        if not scores:  # no detector scored it (garak's evaluator skips such outputs too)
+            unscored += 1
             continue
         top = max(scores)
         rows.append({"record_id": f"garak/{probe}/{entry.get('uuid', where)}/{i}",
@@ -83,17 +93,19 @@ def _output_rows(entry: dict[str, Any], where: str, target: str) -> tuple[list[d
                      "target_model": target, "turn": pd.NA, "prompt": prompt, "response": response,
                      "judge_score": top, "jailbroken": top >= HIT_THRESHOLD, "attack_type": "",
                      "category": str(entry.get("goal") or "")})
-    return rows, missing
+    return rows, missing, unscored
 
 
-def _score(values: Any, i: int, detector: str, where: str) -> float:
-    try:
-        score = float(values[i])
-    except (TypeError, ValueError, IndexError, KeyError):
-        raise ScarceError(f"{where}: detector {detector!r} gives no score in [0, 1] for output {i}") from None
-    if not 0.0 <= score <= 1.0:
-        raise ScarceError(f"{where}: detector {detector!r} scored output {i} {score!r}, outside [0, 1]")
-    return score
+def _score(values: Any, i: int, detector: str, where: str) -> float | None:
+    """Detector ``detector``'s score of output ``i`` in [0, 1], or None where it gave none."""
+    if not isinstance(values, list) or i >= len(values) or values[i] is None:
+        return None
+    value = values[i]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ScarceError(f"{where}: detector {detector!r} scored output {i} {value!r}, not a number in [0, 1]")
+    if not 0.0 <= float(value) <= 1.0:
+        raise ScarceError(f"{where}: detector {detector!r} scored output {i} {value!r}, outside [0, 1]")
+    return float(value)
 
 
 def read_garak(path: PathLike, *, target_model: str | None = None) -> pd.DataFrame:
@@ -113,12 +125,13 @@ def read_garak(path: PathLike, *, target_model: str | None = None) -> pd.DataFra
     if not attempts:
         raise ScarceError(f"garak report {str(file)!r} has no evaluated attempt (entry_type 'attempt', status 2); "
                           f"was the scan finished?")
-    rows, missing = [], 0
+    rows, missing, unscored = [], 0, 0
     for where, entry in attempts.values():
-        more, lost = _output_rows(entry, where, str(target or "unknown"))
-        rows += more
-        missing += lost
+        more, lost, blank = _output_rows(entry, where, str(target or "unknown"))
+        rows, missing, unscored = rows + more, missing + lost, unscored + blank
+    if not rows:
+        raise ScarceError(f"garak report {str(file)!r}: no evaluated output has a detector score")
     frame = as_corpus(rows)
-    frame.attrs["dropped_no_output"] = missing
+    frame.attrs.update(dropped_no_output=missing, dropped_unscored=unscored)
     return frame
 

@@ -107,7 +107,8 @@ def read_harmbench(path: PathLike, *, method: str = "harmbench", target_model: s
     if dropped and unlabelled == "error":
         raise ScarceError(f"HarmBench file {str(file)!r}: {dropped} completion(s) have no classifier label (missing "
                           f"or -1), and calibration needs every record's label; run HarmBench's "
-                          f"evaluate_completions.py on them, or pass unlabelled='drop' to leave them out")
+                          f"evaluate_completions.py on them,"
+                          f" or pass unlabelled='drop' (--drop-unlabelled) to leave them out")
     frame = as_corpus(rows)
     frame.attrs["dropped_unlabelled"] = dropped
     return frame

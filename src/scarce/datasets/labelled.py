@@ -52,12 +52,28 @@ _TRUE, _FALSE = {"1", "true", "yes", "unsafe", "jailbroken"}, {"0", "false", "no
 def _flag(value: Any, where: str) -> bool | None:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
         return None
-    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
         return bool(value)
     text = str(value).strip().lower()
     if text in _TRUE or text in _FALSE:
         return text in _TRUE
     raise ScarceError(f"{where}: label must be true/false, 1/0 or yes/no, got {value!r}")
+
+
+def _judge_score(value: Any, where: str) -> float:
+    """An optional judge probability in [0, 1] (NaN when absent)."""
+    if value is None or value == "":
+        return math.nan
+    problem = f"{where}: judge_score must be a probability in [0, 1], got {value!r}"
+    if isinstance(value, bool):
+        raise ScarceError(problem)
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise ScarceError(problem) from None
+    if not math.isnan(score) and not 0.0 <= score <= 1.0:
+        raise ScarceError(problem)
+    return score
 
 
 def _rows_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -66,7 +82,7 @@ def _rows_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def _rows_csv(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
+        with open(path, encoding="utf-8-sig", newline="") as handle:  # -sig: the byte-order mark spreadsheets write
             for number, record in enumerate(csv.DictReader(handle), start=1):
                 yield f"corpus file {str(path)!r}, row {number}", record
     except UnicodeDecodeError as exc:
@@ -83,15 +99,15 @@ def _record(record: dict[str, Any], where: str, number: int, stem: str) -> dict[
             raise ScarceError(f"{where}: {name!r} must be a string, got {type(value).__name__}; the columns are "
                               f"prompt, response and label (see scarce.datasets.labelled)")
         texts[name] = value
-    flag = _flag(record.get("label", record.get("jailbroken")), where)
+    label = record.get("label")
+    flag = _flag(record.get("jailbroken") if label is None or label == "" else label, where)
     if flag is None:
         return None
     method = str(record.get("method") or "custom")
-    score = record.get("judge_score")
     return {"record_id": str(record.get("record_id") or f"{stem}/{number}"),
             "behavior_id": str(record.get("behavior_id") or ""), "harmful": method != NO_VALUE, "method": method,
             "target_model": str(record.get("target_model") or "unknown"), "turn": pd.NA, **texts,
-            "judge_score": float(score) if score not in (None, "") else math.nan, "jailbroken": flag,
+            "judge_score": _judge_score(record.get("judge_score"), where), "jailbroken": flag,
             "attack_type": "", "category": str(record.get("category") or "")}
 
 
@@ -114,7 +130,8 @@ def read_labelled(path: PathLike, *, unlabelled: str = "error") -> pd.DataFrame:
             rows.append(row)
     if dropped and unlabelled == "error":
         raise ScarceError(f"corpus file {str(file)!r}: {dropped} record(s) have no label, and calibration needs "
-                          f"every record's label; label them, or pass unlabelled='drop' to leave them out")
+                          f"every record's label; label them,"
+                          f" or pass unlabelled='drop' (--drop-unlabelled) to leave them out")
     if not rows:
         raise ScarceError(f"corpus file {str(file)!r} holds no labelled record")
     frame = as_corpus(rows)

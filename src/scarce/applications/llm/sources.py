@@ -36,6 +36,7 @@ __all__ = ["FORMATS", "infer_format", "read_conversations"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 FORMATS = ("jailbreakbench", "harmbench", "garak", "jsonl", "csv", "corpus")
+"""The corpus formats :func:`read_conversations` reads."""
 _CORPUS_KEYS = {"record_id", "method", "target_model", "jailbroken"}
 _PEEK_BYTES = 1 << 20
 
@@ -106,6 +107,11 @@ def read_conversations(path: PathLike, format: str | None = None, **options: Any
     chosen = infer_format(path) if format is None else format
     if chosen not in FORMATS:
         raise unknown_name_error("format", chosen, FORMATS)
+    wrong = sorted(set(options) - set(_OPTIONS[chosen]))
+    if wrong:
+        takes = ", ".join(_OPTIONS[chosen]) or "none"
+        raise ScarceError(f"option(s) {', '.join(wrong)} do not apply to the {chosen} format of {str(path)!r} "
+                          f"(it takes: {takes})")
     frame = _READERS[chosen](Path(path), **options)
     from scarce.applications.llm.corpus import check_corpus
 
@@ -144,5 +150,7 @@ def _corpus(path: Path, **options: Any) -> pd.DataFrame:
     return read_corpus(path)
 
 
+_OPTIONS = {"jailbreakbench": ("include_benign", "method", "attack_type"), "harmbench": ("method", "target_model", "unlabelled"),
+            "garak": ("target_model",), "jsonl": ("unlabelled",), "csv": ("unlabelled",), "corpus": ()}
 _READERS = {"jailbreakbench": _jailbreakbench, "harmbench": _harmbench, "garak": _garak, "jsonl": _labelled,
             "csv": _labelled, "corpus": _corpus}

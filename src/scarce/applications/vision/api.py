@@ -73,6 +73,8 @@ def _noise(noise: Any, scale: float, clip: tuple[float, float] | None, shape: tu
 
 
 def _pair(clip: Any) -> tuple[float, float]:
+    if isinstance(clip, (str, bytes)):
+        raise ScarceError(f"clip must be a (low, high) pair of numbers or None, got {clip!r}")
     try:
         low, high = (float(v) for v in clip)
     except (TypeError, ValueError):
@@ -129,6 +131,9 @@ def failure_probability(
 ) -> EstimateResult:
     """Estimate the probability that ``model`` fails on ``x0`` under random input noise.
 
+    Returns an :class:`~scarce.results.EstimateResult`; its ``n_queries`` are the estimator's,
+    and ``info["setup_queries"]`` counts the few inputs evaluated before (label, shape probe).
+
     Parameters
     ----------
     model : torch.nn.Module
@@ -149,14 +154,11 @@ def failure_probability(
     features : str, optional
         The layer (a ``model.named_modules()`` name) whose output a ruler scores; default: logits.
     clip : (low, high) or None
-        The range inputs are clipped to, which ``x0`` must lie in.
+        The range Gaussian and uniform noise clip to, which ``x0`` must lie in (a noise function clips itself).
     n_samples, estimator :
         Samples per level of ``SubsetSimulation(n_samples)``, or any estimator to use instead.
     seed, device, callback :
         Same seed, same result (per device kind); ``"auto"``: CUDA when present; per-level hook.
-
-    Returns an :class:`~scarce.results.EstimateResult` (probability, CoV, ``ci()``, flags); its
-    ``n_queries`` are the estimator's, and ``info["setup_queries"]`` the few inputs evaluated before.
     """
     x = _input(x0)
     engine_model = vision_model(model, x.shape, features=features, device=device, batch_size=batch_size)
@@ -251,9 +253,7 @@ def harvest(
         raise ScarceError(f"inputs must be a batch (m, *input_shape), got shape {xs.shape}")
     check_positive_int("max_normal_per_input", max_normal_per_input)
     engine_model = vision_model(model, xs.shape[1:], features=features, device=device, batch_size=batch_size)
-    given = [None] * len(xs) if labels is None else list(np.asarray(labels).reshape(-1))
-    if len(given) != len(xs):
-        raise ScarceError(f"labels must give one class per input: {len(given)} labels for {len(xs)} inputs")
+    given = [None] * len(xs) if labels is None else _labels(labels, len(xs))
     perturbation = _noise(noise, scale, clip, xs.shape[1:])
     estimator = SubsetSimulation(n_samples=n_samples, max_queries=max_queries)
     event, root = make_event(failure), _root_seed(seed)
@@ -261,7 +261,7 @@ def harvest(
     parts: list[tuple[np.ndarray, np.ndarray, int, int]] = []
     per_input = []
     for i, (x, child) in enumerate(zip(xs, root.spawn(len(xs)))):
-        label = _label(engine_model, x, None if given[i] is None else int(given[i]))
+        label = _label(engine_model, x, given[i])
         z, failed, result = _harvest_one(engine_model, x, label, perturbation, event, estimator, child)
         normal = np.flatnonzero(~failed)
         if normal.size > max_normal_per_input:
@@ -275,11 +275,22 @@ def harvest(
                    np.concatenate([np.full(len(p[1]), p[3]) for p in parts]), features, per_input)
 
 
+def _labels(labels: Any, n: int) -> list[int]:
+    """One integer class per input (bools, fractions and strings refused)."""
+    values = np.asarray(labels).reshape(-1)
+    if values.dtype == bool or not np.issubdtype(values.dtype, np.number) or len(values) != n \
+            or not np.all(np.isfinite(values)) or not np.all(values == np.round(values)):
+        raise ScarceError(f"labels must give one integer class per input ({n} inputs), got {len(values)} values of "
+                          f"dtype {values.dtype}")
+    return [int(v) for v in values]
+
+
 def _root_seed(seed: SeedLike) -> np.random.SeedSequence:
     """The root of the per-input seeds: a SeedSequence as is, an int's own, one draw of a Generator."""
     generator = as_generator(seed)  # checks the seed (a negative int, a float, ... are refused)
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
+    if isinstance(seed, np.random.SeedSequence):  # a copy: spawning advances the caller's sequence
+        return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size,
+                                      n_children_spawned=seed.n_children_spawned)
     if isinstance(seed, (int, np.integer)):
         return np.random.SeedSequence(int(seed))
     return np.random.SeedSequence(int(generator.integers(2**63)))

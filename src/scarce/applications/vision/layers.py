@@ -4,8 +4,10 @@ A user's model needs no special interface: :class:`TorchClassifier` calls it on 
 reads the logits from what it returns (a tensor of shape ``(n, n_classes)``, or an object with a
 ``logits`` attribute, as Hugging Face models return). The embedding that rulers score comes from
 any named submodule through a forward hook (``features="layer3"``), flattened per input; without
-a named layer it is the logits themselves. The hook is attached for one pass and removed after,
-so the user's module is left as it was.
+a named layer it is the logits themselves. The layer must return a tensor whose first axis is
+the batch (a module called several times in one pass gives its last call's output). The hook is
+attached for one pass and removed after, so no hook stays on the user's module; the module is
+put in eval mode before its first pass.
 
 >>> import torch
 >>> net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
@@ -47,7 +49,8 @@ def _named_layer(module: Any, name: str) -> Any:
 
 
 def as_logits(output: Any, n_inputs: int) -> Any:
-    """The logits tensor in what a model returned, checked to be ``(n_inputs, n_classes)``."""
+    """The logits tensor in what a model returned (itself, its ``.logits``, or a tuple's first
+    element), checked to be ``(n_inputs, n_classes)``."""
     logits = output if isinstance(output, torch.Tensor) else getattr(output, "logits", output)
     if isinstance(logits, (tuple, list)) and logits and isinstance(logits[0], torch.Tensor):
         logits = logits[0]
@@ -110,7 +113,13 @@ class TorchClassifier:
         if not captured:
             raise ScarceError(f"layer {self.features!r} did not run in the model's forward pass, so it gives no "
                               f"features; name a layer the forward pass uses")
-        return logits, captured[-1].reshape(x.shape[0], -1)
+        out = captured[-1]
+        if not isinstance(out, torch.Tensor) or out.ndim == 0 or out.shape[0] != x.shape[0]:
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ScarceError(f"layer {self.features!r} returned {shape} for a batch of {x.shape[0]} inputs; features "
+                              f"need a tensor whose first axis is the batch (a sequence model without batch_first "
+                              f"puts time first): name another layer")
+        return logits, out.reshape(x.shape[0], -1)
 
     def __repr__(self) -> str:
         return f"TorchClassifier({type(self.module).__name__}, features={self.features!r})"

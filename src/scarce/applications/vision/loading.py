@@ -46,6 +46,8 @@ def build_model(factory: str) -> Any:
     except ModuleNotFoundError as exc:
         raise ScarceError(f"--model {factory!r}: cannot import {module_name!r} ({exc}); run from the directory that "
                           f"holds it or add that directory to PYTHONPATH") from exc
+    except Exception as exc:  # a syntax error or an error at import time in the user's module
+        raise ScarceError(f"--model {factory!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
     target: Any = module
     for part in attribute.split("."):
         if not hasattr(target, part):
@@ -53,7 +55,11 @@ def build_model(factory: str) -> Any:
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise ScarceError(f"--model {factory!r}: {module_name} has no attribute {attribute!r}{hint}")
         target = getattr(target, part)
-    model = target() if callable(target) and not isinstance(target, torch.nn.Module) else target
+    try:
+        model = target() if callable(target) and not isinstance(target, torch.nn.Module) else target
+    except Exception as exc:  # the factory's own error, named
+        raise ScarceError(f"--model {factory!r}: calling the factory with no arguments raised "
+                          f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(model, torch.nn.Module):
         raise ScarceError(f"--model {factory!r} must name a torch.nn.Module or a function returning one; it gave "
                           f"{type(model).__name__}")
@@ -108,6 +114,8 @@ def read_input(path: str | os.PathLike[str], shape: tuple[int, ...] | None = Non
             x = np.load(file, allow_pickle=False)
         except ValueError as exc:
             raise ScarceError(f"--input {str(file)!r} is not a plain .npy array ({exc})") from exc
+        if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool) or x.dtype.names:
+            raise ScarceError(f"--input {str(file)!r} holds {x.dtype} values; the input must be a numeric array")
     elif suffix in _IMAGE_SUFFIXES:
         x = _read_image(file)
     else:
@@ -115,6 +123,8 @@ def read_input(path: str | os.PathLike[str], shape: tuple[int, ...] | None = Non
                           f"image ({', '.join(_IMAGE_SUFFIXES)})")
     x = np.asarray(x, dtype=np.float64)
     if shape is not None:
+        if not shape or any(n <= 0 for n in shape):
+            raise ScarceError(f"--shape must be positive sizes, e.g. 3,32,32; got {','.join(map(str, shape))}")
         if int(np.prod(shape)) != x.size:
             raise ScarceError(f"--shape {tuple(shape)} holds {int(np.prod(shape))} values; the input has {x.size} "
                               f"(shape {x.shape})")
@@ -122,15 +132,27 @@ def read_input(path: str | os.PathLike[str], shape: tuple[int, ...] | None = Non
     return x
 
 
+_SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
+
+
 def _read_image(file: Path) -> np.ndarray:
+    """Channels-first values in [0, 1]: 8-bit / 255, 16-bit / 65535, 1-bit as 0/1; alpha dropped."""
     try:
         from PIL import Image, UnidentifiedImageError
     except ImportError as exc:  # pragma: no cover - Pillow comes with matplotlib (the vision extra)
         raise ScarceError("reading images needs Pillow: pip install 'scarce[vision]'") from exc
     try:
         with Image.open(file) as image:
-            image = image.convert("L" if image.mode in ("1", "L", "I", "I;16", "F") else "RGB")
-            pixels = np.asarray(image, dtype=np.float64) / 255.0
+            mode = image.mode
+            if mode in _SIXTEEN_BIT:
+                pixels = np.asarray(image, dtype=np.float64) / 65535.0
+            elif mode in ("I", "F"):
+                raise ScarceError(f"--input {str(file)!r} holds {'32-bit integer' if mode == 'I' else 'floating-point'} "
+                                  f"pixels, whose range an image file does not say; save the input as .npy with "
+                                  f"values in the range the model takes")
+            else:
+                grey = mode in ("1", "L", "LA")
+                pixels = np.asarray(image.convert("L" if grey else "RGB"), dtype=np.float64) / 255.0
     except (UnidentifiedImageError, OSError) as exc:
         raise ScarceError(f"--input {str(file)!r} is not a readable image ({exc})") from exc
     return pixels[None] if pixels.ndim == 2 else np.moveaxis(pixels, -1, 0)

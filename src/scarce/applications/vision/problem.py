@@ -12,7 +12,8 @@ forward pass of the classifier per evaluation gives everything the estimators ne
 * the SCARCE score ``G(z)`` of a fitted ruler.
 
 With a ruler, the engine's exact terminal event still uses the true failure flag, so the ruler
-changes only the variance of the estimate, never its target (DESIGN.md section 2, point 1).
+changes only the variance of the estimate, never its target (documentation,
+Concepts: "The exact terminal event").
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ class VisionModel:
         statistical choice). Default: 256 on CPU, 8192 on CUDA. On CPU larger batches are
         slower per image: their activations fall out of cache, and once the first one passes
         glibc's 32 MB mmap threshold (at 640 images for the quick CNN's 16 x 28 x 28 floats per
-        image, 320 for the paper CNN's 32) every pass pays page faults. Measured on 2 cores with
-        the quick CNN: 27 us per image at 256, 38 at 1024, 65 at 2048, 204 at 8192.
+        image, 320 for the paper CNN's 32) every pass pays page faults (the timings per batch size
+        are on the documentation's vision benchmark page).
     n_classes : int or None
         The number of classes; ``None`` reads it from the logits of a probe pass.
     image_shape : tuple of int
@@ -121,11 +122,14 @@ class VisionModel:
             self.classifier.to(self.device)
         if self.head is not None and hasattr(self.head, "network"):
             self.head.network.to(self.device)
+        if getattr(self.classifier, "training", False):  # before any pass: batch-norm statistics stay as trained
+            self.classifier.eval()
+        self._dtype = _input_dtype(torch, self.classifier)
         self._probe(torch)
 
     def _probe(self, torch: Any) -> None:
         """One pass on two blank inputs: the logits' shape checked, ``n_classes`` read when not given."""
-        probe = torch.zeros((2, *self.image_shape), device=self.device)
+        probe = torch.zeros((2, *self.image_shape), device=self.device, dtype=self._dtype)
         try:
             with torch.inference_mode():
                 logits, _ = self.classifier.logits_and_features(probe)
@@ -184,6 +188,8 @@ class VisionModel:
     def _pass(self, torch: Any, x: np.ndarray, label: int, embed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One forward pass of at most ``batch_size`` inputs: logits, embedding and head inputs."""
         batch = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        if self._dtype != torch.float32:  # a float64 or half-precision model gets inputs of its own precision
+            batch = batch.to(self._dtype)
         if self.device != "cpu":
             batch = batch.to(self.device, non_blocking=True)
         logits, features = self.classifier.logits_and_features(batch.reshape(-1, *self.image_shape))
@@ -201,6 +207,13 @@ class VisionModel:
 
 
 ScoreFn = Callable[[ForwardOutputs, int], np.ndarray]
+
+
+def _input_dtype(torch: Any, classifier: Any) -> Any:
+    """The floating dtype of the classifier's first floating parameter (float32 when it has none)."""
+    module = getattr(classifier, "module", classifier)
+    parameters = module.parameters() if hasattr(module, "parameters") else ()
+    return next((p.dtype for p in parameters if p.dtype.is_floating_point), torch.float32)
 
 
 def _as_classifier(classifier: Any) -> Any:
@@ -342,8 +355,8 @@ def _check_seed(model: VisionModel, image: np.ndarray, label: int, noise: Any = 
     low, high = float(getattr(noise, "low", 0.0)), float(getattr(noise, "high", 1.0))
     if not np.all(np.isfinite(x0)) or x0.min() < low or x0.max() > high:
         raise ScarceError(f"image must hold finite values in the noise's range [{low:g}, {high:g}], got values in "
-                          f"[{np.nanmin(x0):g}, {np.nanmax(x0):g}]; set the range to clip to (low=, high=) if "
-                          f"the model takes other values")
+                          f"[{np.nanmin(x0):g}, {np.nanmax(x0):g}]; set the range (clip=(low, high), --clip low,high) "
+                          f"if the model takes other values")
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
         raise ScarceError(f"label must be an integer in 0..{model.n_classes - 1}, got {label!r}")
     return x0, int(label)
