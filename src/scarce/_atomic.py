@@ -71,6 +71,20 @@ def remove_stale_temporaries(directory: str | os.PathLike[str]) -> int:
     return removed
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the system says it (Linux), else set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (parent directories are created)."""
     path = Path(path)
@@ -82,6 +96,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would ignore the user's umask
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -1,7 +1,7 @@
 r"""Pure level rules of Subset Simulation: where to put the next threshold.
 
 Scores here are *effective* scores: a sample that truly failed has score
-``+inf`` (the exact terminal event, DESIGN.md section 2, decision 1), so every
+``+inf`` (the exact terminal event), so every
 intermediate event contains the failure set and the last level, the threshold
 ``+inf``, is the failure event itself.
 
@@ -27,7 +27,7 @@ independent uniform draw, and samples are ordered by ``(score, key)``: the
 continuous order of an augmented space in which the failure event (score
 ``+inf``) is unchanged and the argument applies as it stands.  A tie block
 straddling the boundary is split by the keys instead of kept whole (which counts
-more than ``p0`` and, measured, keeps part of the bias) or killed whole (which
+more than ``p0`` and keeps part of the bias) or killed whole (which
 empties the population whenever ``m + 1`` samples share the top score: unbiased,
 but often 0).  Copies of one state share their key, so they survive or die
 together.

@@ -5,7 +5,7 @@ transform ``x = T(u)`` to the model's input space, and a vectorised
 ``evaluate(x) -> (score, failed)`` that costs one model call per point.
 Larger scores are closer to failure.  For a classic limit-state problem
 ``failed = score >= threshold``; in SCARCE the score comes from a ruler and the
-failure flag from the true oracle (DESIGN.md section 2, decision 1).
+failure flag from the true oracle (the exact terminal event).
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def make_problem(name: str, **params: object) -> RareEventProblem:
     return builder(**params)
 
 
-#: The problems of the reliability benchmark (issue 2), as (name, parameters).
+#: The problems of the reliability benchmark (``benchmarks/reliability.py``), as (name, parameters).
 BENCHMARK_SUITE: tuple[tuple[str, dict], ...] = (
     ("linear", {"dim": 100, "probability": 1e-3}),
     ("linear", {"dim": 100, "probability": 1e-6}),

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from scarce.cli import app
@@ -62,3 +64,33 @@ def test_count_seeds_reaches_the_estimator_and_bad_values_are_clean_errors():
     bad = runner.invoke(app, ["estimate", "--count-seeds", "allways"])
     assert bad.exit_code == 2
     assert "unknown count_seeds 'allways'. Did you mean 'always'?" in bad.output
+
+
+def test_version_prints_the_package_version():
+    import scarce
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"scarce {scarce.__version__}"
+
+
+@pytest.mark.parametrize("argv, blocked, extra", [
+    (["vision", "--preset", "tiny"], "torch", "vision"),
+    (["llm", "embed", "--out", "o.parquet"], "pandas", "llm"),
+    (["vision", "estimate", "--model", "m:f", "--input", "x.npy"], "torch", "vision"),
+    (["estimate", "--problem", "linear"], "dask", "scale"),
+])
+def test_a_missing_extra_is_named_instead_of_a_traceback(tmp_path, argv, blocked, extra):
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.modules[{blocked!r}] = None; sys.argv = ['scarce', *{argv!r}]; "
+            "from scarce.cli import run, missing_extra; "
+            f"assert missing_extra({blocked!r}, {argv!r}) == {extra!r}; run()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    if blocked == "dask":  # estimate needs no optional module: it runs; the mapping alone is checked
+        assert out.returncode == 0, out.stderr
+        return
+    assert out.returncode == 2, out.stderr
+    assert f"needs the '{extra}' extra (the module '{blocked}' is not installed): pip install 'scarce[{extra}]'" \
+        in out.stderr
+    assert "Traceback" not in out.stderr

@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md section 3, held by the code itself.
+"""The layering of docs/architecture.md, held by the code itself.
 
 * The import contracts in ``pyproject.toml`` (``[tool.importlinter]``): layers point down
   (cli -> applications | reporting -> experiments -> estimators -> kernels -> core); rulers,

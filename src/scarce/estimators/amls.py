@@ -52,7 +52,7 @@ acceptance probability is the prior ratio restricted to the level,
 The published initial width is ``sigma / 30`` with ``sigma`` the half-range of
 the uniform prior; our prior has unit scale, so ``initial_width = 1 / 30``.
 The failure threshold ``T`` is the problem's failure event: a particle that
-truly fails has effective score ``+inf`` (DESIGN.md section 2, decision 1), so
+truly fails has effective score ``+inf`` (the exact terminal event), so
 ``T = +inf`` and, for ``RareEventProblem.from_score`` problems with threshold
 0, every level and jump coincides with the published ``T = 0`` on the score.
 

@@ -2,7 +2,7 @@
 
 At MCMC step ``t`` every chain that is still running proposes a candidate, the
 candidates are evaluated in ONE batched call, and each chain accepts its
-candidate exactly when it lies in the level (DESIGN.md section 2, decision 4).
+candidate exactly when it lies in the level (one batched model call per step for all chains).
 Chains differ in length by at most one; sorting them longest first makes the
 running chains a leading slice, so no masking is needed in the hot loop.
 

@@ -26,7 +26,7 @@ class MonteCarlo(Estimator):
         Points per model call.
     dtype : {"float64", "float32"}
         Precision of the latent draws, as in :class:`SubsetSimulation`: float32 draws the
-        normals about 3x faster (:mod:`scarce.normals`), which matters when the model is cheap
+        normals several times faster (:mod:`scarce.normals`), which matters when the model is cheap
         next to ``d`` normal draws per query (784-pixel images).
 
     Notes

@@ -3,65 +3,45 @@ r"""Subset Simulation with the exact terminal event and tie-aware levels.
 .. math:: \hat P_f = \prod_{l=1}^{L-1} \hat p_l \cdot \frac{K_L}{N},
           \qquad \hat p_l = \frac{\#\{\text{score} \ge \gamma_l\}}{N}.
 
-Decisions (DESIGN.md section 2): a sample that truly failed gets the effective
-score ``+inf``, so it always survives and the last level is the failure event
-itself; the level boundary is the ``(p0 N + 1)``-th largest sample, ties split by
-an independent uniform key per evaluated point, and the level probability is the
-counted fraction above it (:mod:`scarce.levels` says why this makes the product of
-fractions unbiased where a threshold at the ``p0 N``-th sample is not); a level
-whose samples all share one score (a plateau) cannot rise, so the failure event is
-its next level and the run ends there with the failures it holds, flagged
-``status="stalled"`` when there are none (never resampled until a failure appears:
-that retry selects the runs that found one and biases the estimate upward); all
-chains advance together with one batched model call per MCMC step.
+Decisions (the documentation's Concepts page, "What makes the estimate correct"): a sample
+that truly failed gets the effective score ``+inf``, so it always survives and the last level is
+the failure event itself; the level boundary is the ``(p0 N + 1)``-th largest sample, ties split
+by an independent uniform key per evaluated point, and the level probability is the counted
+fraction above it (:mod:`scarce.levels` says why this makes the product of fractions unbiased
+where a threshold at the ``p0 N``-th sample is not); a level whose samples all share one score
+(a plateau) cannot rise, so the failure event is its next level and the run ends there with the
+failures it holds, flagged ``status="stalled"`` when there are none (never resampled until a
+failure appears: that retry selects the runs that found one and biases the estimate upward);
+all chains advance together with one batched model call per MCMC step.
 
-Level 0 is a Latin hypercube in the latent space (``first_level="lhs"``): each
-point is exactly N(0, I), so nothing downstream changes, but the first
-threshold is placed more precisely.  Measured (N = 2000, p0 = 0.1, 400 runs,
-seeds 7000-7399, aCS target 0.3, against independent draws): CoV 0.200 -> 0.176 on the linear
-problem at 1e-3, 0.176 -> 0.155 four-branch, 0.317 -> 0.286 chi-square, 0.287 ->
-0.254 two regions, unchanged on the deeper linear problems (the first level is
-one of many there).  The gain is largest for nearly additive scores; Latin
-hypercube sampling is never much worse than independent sampling (Owen 1997).
-The reported CoV keeps the independent-sample term for level 0 (conservative).
+Level 0 is a Latin hypercube in the latent space (``first_level="lhs"``): each point is exactly
+N(0, I), so nothing downstream changes, but the first threshold is placed more precisely. The
+gain is largest for nearly additive scores; Latin hypercube sampling is never much worse than
+independent sampling (Owen 1997). The reported CoV keeps the independent-sample term for level
+0 (conservative).
 
-The last level (``stop_factor``).  The classic rule runs levels until ``p0 * N``
-samples have failed.  When a level's failure fraction ``f`` falls just short of
-``p0``, one more level costs ``N - p0 N`` model calls to estimate a factor near 1,
-while stopping adds ``(1 - f) / (N f) (1 + gamma)`` to the squared CoV, hardly more
-than any intermediate level adds.  So a run ends as soon as ``stop_factor * p0 * N``
-samples have failed (default 0.5), but never on fewer than 50 failures
-(:func:`scarce.levels.failures_to_stop`).  Measured paired (the same seeds 40000-40999,
-N = 2000, p0 = 0.1; CoV times the square root of (mean queries / 2000), the classic
-rule first): linear d = 100 at 1e-3 0.297 -> 0.282 (mean queries 6549 -> 5599),
-at 1e-6 0.699 -> 0.679 (11923 -> 11022), at 1e-9 1.124 -> 1.104 (17379 -> 16481);
-chi-square 0.682 -> 0.665; two regions 0.550 -> 0.530; four-branch unchanged.  The
-mean moved by at most 0.003 of the truth on each.  Factors 0.3 to 0.7 were
-measured; 0.4 and 0.5 were the best or tied everywhere.
+The last level (``stop_factor``). The classic rule runs levels until ``p0 * N`` samples have
+failed. When a level's failure fraction ``f`` falls just short of ``p0``, one more level costs
+``N - p0 N`` model calls to estimate a factor near 1, while stopping adds
+``(1 - f) / (N f) (1 + gamma)`` to the squared CoV, hardly more than any intermediate level
+adds. So a run ends as soon as ``stop_factor * p0 * N`` samples have failed (default 0.5), but
+never on fewer than 50 failures (:func:`scarce.levels.failures_to_stop`).
 
-Which samples a level counts (``count_seeds``).  A level's ``p0 N`` seeds are its
-chains' starting points.  Au and Beck count each seed as its chain's first state
-(``N - p0 N`` model calls a level); OpenTURNS moves every seed once and counts only
-the moves (``N`` calls).  The seeds of level 1 are independent draws of level 0, so
-counting them is free; from level 2 on they are Markov chain states that already
-counted one level down, often several copies of one state (a rejected move repeats
-it), and counting them again carries that level's clumps into the next threshold.
-The default ``"independent"`` counts seeds only when they are independent draws.
-Measured against counting them always (N = 2000, p0 = 0.1; 2600 runs each over
-seeds 60000-60599, 70000-70999 and 80000-80999, ``benchmarks/reliability.py
---methods "" --count-seeds {always,independent}``; CoV, then CoV times the square
-root of the mean queries, relative): linear d = 100 at 1e-3 0.970 / 0.987, at 1e-6
-0.945 / 0.979, at 1e-9 0.908 / 0.945; chi-square 0.923 / 0.956; two regions 0.968 /
-1.000; four-branch 0.981 / 0.998.  Never counting them (OpenTURNS) gains 4-5% at equal
-queries on linear 1e-6 and 1e-9 too (1600 runs each), but loses 5% on four-branch,
-whose runs are mostly level 1 (two or three levels in all).
+Which samples a level counts (``count_seeds``). A level's ``p0 N`` seeds are its chains'
+starting points. Au and Beck count each seed as its chain's first state (``N - p0 N`` model
+calls a level); OpenTURNS moves every seed once and counts only the moves (``N`` calls). The
+seeds of level 1 are independent draws of level 0, so counting them is free; from level 2 on
+they are Markov chain states that already counted one level down, often several copies of one
+state (a rejected move repeats it), and counting them again carries that level's clumps into
+the next threshold. The default ``"independent"`` counts seeds only when they are independent
+draws.
 
-The reported CoV (``cov_depth``, :func:`scarce.envelope.lineage_variance`)
-groups chains by their ancestor one level up: chains grown from seeds of the
-same parent chain start close together, which the Au-Beck formula (chains
-independent, levels uncorrelated) ignores.  Measured on the six benchmark
-problems (400 runs): Au-Beck reported / observed CoV 0.85-0.93, depth 1
-0.91-0.99 (depth 2-10 the same), 95% coverage 92-96%.
+The reported CoV (``cov_depth``, :func:`scarce.envelope.lineage_variance`) groups chains by
+their ancestor one level up: chains grown from seeds of the same parent chain start close
+together, which the Au-Beck formula (chains independent, levels uncorrelated) ignores.
+
+The measurements behind each default are on the documentation's benchmark page "The engine
+under hostile scores, and its sampler".
 
 References: Au and Beck (2001), Probabilistic Engineering Mechanics 16(4);
 Papaioannou et al. (2015), Probabilistic Engineering Mechanics 41; the SCARCE
@@ -157,7 +137,7 @@ class SubsetSimulation(Estimator):
         as with independent draws), or plain independent Monte Carlo.
     dtype : {"float64", "float32"}
         Precision of the latent states. float32 halves the memory traffic of the chains and
-        draws the normals by a vectorised Box-Muller transform about 3x faster than numpy's
+        draws the normals by a vectorised Box-Muller transform several times faster than numpy's
         ziggurat (:mod:`scarce.normals`); meant for high-dimensional latents such as images,
         where those draws dominate the engine's own time. The problem's ``transform`` and
         ``evaluate`` then receive float32 arrays; levels, scores and estimates stay float64.

@@ -13,8 +13,8 @@ Large read-only objects a task needs (a classifier, fitted rulers) go in ``share
 shipped to every worker **once** (a process pool passes them to its worker initializer, Dask
 broadcasts them with ``client.scatter``) and ``fn`` is called as ``fn(task, shared)``; without
 ``shared`` it is called as ``fn(task)``. Results never depend on the executor or on the order
-tasks finish in, provided each task draws its randomness from its own seed (DESIGN.md section 5:
-per-task ``SeedSequence``), never from a generator shared between tasks.
+tasks finish in, provided each task draws its randomness from its own seed (a per-task
+``SeedSequence``), never from a generator shared between tasks.
 
 :func:`run_grid` is the durable loop on top: it skips tasks already in a store, saves each
 result as it arrives and records a task that raised while the others go on.

@@ -9,6 +9,7 @@ from scarce.kernels.conditional import ConditionalSampling
 from scarce.kernels.metropolis import ModifiedMetropolis
 
 KERNELS: dict[str, type[Kernel]] = {"acs": ConditionalSampling, "mma": ModifiedMetropolis}
+"""Kernel classes by registry name: ``acs`` (adaptive conditional sampling), ``mma`` (modified Metropolis)."""
 
 
 def make_kernel(name: str, **params: object) -> Kernel:

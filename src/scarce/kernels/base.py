@@ -1,7 +1,7 @@
 """The kernel protocol: a proposal that is reversible with respect to N(0, I).
 
-Every input distribution lives in a standard-normal latent space (DESIGN.md
-section 2, decision 3), so a kernel only has to know N(0, I).  A kernel
+Every input distribution lives in a standard-normal latent space (documentation,
+Concepts: "The estimand"), so a kernel only has to know N(0, I).  A kernel
 proposes a candidate ``v`` from the current state ``u`` with a proposal that
 satisfies detailed balance for N(0, I); the chain driver then accepts ``v``
 exactly when it lies in the current level (:func:`scarce.levels.in_level`).  The

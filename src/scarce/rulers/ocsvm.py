@@ -93,10 +93,9 @@ class OneClassSVMRuler(AnchoredRuler):
         (scikit-learn's convention), computed here so both solvers use the same value (stored as
         ``models_[anchor].gamma``).
     max_exact_samples : int
-        Switch size between the exact solver and the Nystroem approximation. Measured on two
-        cores with 64-dimensional embeddings (fit plus scoring the 50,000 training rows): 1.2 s
-        at 10,000 anchor points, 4.6 s at 20,000, 38 s at 40,000 (the exact fit grows roughly
-        quadratically); the default 10,000 keeps the exact solver where it is cheap.
+        Switch size between the exact solver and the Nystroem approximation. The exact fit grows
+        roughly quadratically with the anchor points; the default 10,000 keeps the exact solver
+        where it costs about a second (timings on the documentation's vision benchmark page).
     n_components : int
         Nystroem landmarks (capped at the anchor size).
     percentile : float, optional

@@ -44,13 +44,16 @@ __all__ = [
 
 ROTATION_ANGLES = (0, 15, 30, 45, 60, 90)
 THRESHOLD_PERCENTILES = (50, 75, 90, 95)
+"""The percentiles of the failure scores that the catalogue's thresholded variants use (``pc1_p75``, ...)."""
 VISION_RULERS = (
     "centroid",
     *(f"centroid_rot_{a:03d}deg" for a in ROTATION_ANGLES),
     "mah_bad", "mah_good", "mah_contrast",
     "ocsvm_bad", "ocsvm_good", "ocsvm_contrast",
 )
+"""The 13 rulers of the paper's vision study: the centroid and its rotations, Mahalanobis and one-class SVM anchorings."""
 LLM_FAMILIES = ("pc1", "centroid", "fisher", "logreg", "mah_bad", "centroid_rot90")
+"""The ruler families of the paper's LLM sweep."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from scarce.selection.metrics import compute_metrics, metric_spec
 __all__ = ["AGGREGATIONS", "aggregate", "aggregate_groups", "metric_by_group"]
 
 AGGREGATIONS = ("worst", "mean")
+"""How a metric is aggregated over groups: the worst group, or the mean."""
 
 ScorePair = tuple[ArrayLike, ArrayLike]
 

@@ -22,8 +22,8 @@ from scarce.errors import ScarceError, unknown_name_error
 __all__ = ["ENCODERS", "embed_corpus", "embedding_matrix"]
 
 PathLike = Union[str, "os.PathLike[str]"]
-#: Encoder names accepted by :func:`embed_corpus`, with their default batch sizes.
 ENCODERS = {"minilm": 32, "judge": 8}
+"""Encoder names accepted by :func:`embed_corpus`, with their default batch sizes."""
 _REQUIRED = ("prompt", "response")
 
 

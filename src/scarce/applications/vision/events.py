@@ -3,7 +3,7 @@ r"""Failure events of a classifier, each with the logit margin that leads Subset
 An event says which decisions are failures and, from the logits, a performance function that is
 positive exactly on the failure set (up to ties of the top logits), so classic Subset Simulation
 can climb to it. With a ruler as the score instead, only the event's flag is used, as the exact
-terminal event (DESIGN.md section 2, point 1).
+terminal event (documentation, Concepts: "The exact terminal event").
 
 * :class:`Misclassification` (the default): ``argmax_j l_j(x) != y``, with margin
   :math:`\max_{j \ne y} l_j - l_y`.

@@ -1,7 +1,7 @@
 r"""Input perturbations written as maps from the engine's standard-normal latent space.
 
 Every perturbation of a seed input ``x0`` is ``x = T(u)``, ``u ~ N(0, I_d)``, so the Subset
-Simulation kernels only ever see N(0, I) (DESIGN.md section 2, point 3). With ``[a, b]`` the
+Simulation kernels only ever see N(0, I) (documentation, Concepts: "The estimand"). With ``[a, b]`` the
 value range inputs are clipped to (``[0, 1]`` for images by default; ``low=-inf, high=inf``
 for none) and ``d`` the number of input values:
 
