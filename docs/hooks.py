@@ -1,19 +1,53 @@
-"""MkDocs hooks: doctest examples in docstrings rendered as code.
+"""MkDocs hooks: the docstrings' reStructuredText habits rendered as Markdown.
 
-The package's docstrings carry runnable examples as plain ``>>>`` lines (they run as doctests
-under pytest). Markdown would render them as a paragraph, so a preprocessor turns every run of
-lines that starts with ``>>>`` (through its outputs, up to a blank line) into a ``pycon`` code
-block, for the pages and for the docstrings mkdocstrings renders.
+The package's docstrings are numpydoc, written to read well in a terminal and under Sphinx:
+runnable examples as plain ``>>>`` lines (they run as doctests under pytest), Sphinx roles
+(``:func:`name```), ``.. math::`` directives and doctest flags. A preprocessor, applied to the
+pages and to every docstring mkdocstrings renders, turns each run of ``>>>`` lines (through its
+outputs, up to a blank line) into a ``pycon`` code block without its ``# doctest:`` flags, a role
+into inline code (``~a.b.c`` shows ``c``), and a math directive into a display formula.
 """
 
 from __future__ import annotations
+
+import re
 
 from markdown import Extension
 from markdown.preprocessors import Preprocessor
 
 
+_ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|obj|exc|ref|py:\w+):`~?([^`]+)`")
+_DOCTEST_FLAG = re.compile(r"\s*# doctest: [+-][A-Z_, +-]+$")
+_MATH = re.compile(r"^(\s*)\.\. math::\s*(.*)$")
+
+
+def _role(match: re.Match[str]) -> str:
+    text = match.group(0)
+    target = match.group(1)
+    return f"`{target.rsplit('.', 1)[-1] if '`~' in text else target}`"
+
+
+def _math(lines: list[str]) -> list[str]:
+    """``.. math:: expr`` (and its indented continuation lines) as a display formula."""
+    out, i = [], 0
+    while i < len(lines):
+        match = _MATH.match(lines[i])
+        if not match:
+            out.append(lines[i])
+            i += 1
+            continue
+        indent, body = match.group(1), [match.group(2)]
+        i += 1
+        while i < len(lines) and lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) > len(indent):
+            body.append(lines[i].strip())
+            i += 1
+        out += ["", indent + "\\[", *(indent + b for b in body if b), indent + "\\]", ""]
+    return out
+
+
 class _DoctestBlocks(Preprocessor):
     def run(self, lines: list[str]) -> list[str]:
+        lines = _math([_ROLE.sub(_role, line) for line in lines])
         out: list[str] = []
         fenced, i = False, 0
         while i < len(lines):
@@ -27,7 +61,8 @@ class _DoctestBlocks(Preprocessor):
             indent = line[: len(line) - len(line.lstrip())]
             block = []
             while i < len(lines) and lines[i].strip():
-                block.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+                line = lines[i][len(indent):] if lines[i].startswith(indent) else lines[i]
+                block.append(_DOCTEST_FLAG.sub("", line))
                 i += 1
             out += ["", indent + "```pycon", *(indent + b for b in block), indent + "```", ""]
         return out
