@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
@@ -243,6 +244,9 @@ class EstimateResult:
         if self.thin_evidence:
             out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} of "
                        f"{self.info['failure_origin_chains']} chains")
+        if self.reached_failure and self.n_failed == 0 and not self.levels[1:]:
+            out.append(f"no failure in {self.n_samples:,} samples: P <= {3.0 / self.n_samples:.3g} at 95% "
+                       f"(rule of three; the interval is the exact Clopper-Pearson one)")
         return tuple(out)
 
     def summary(self, confidence: float = 0.95) -> str:
@@ -333,8 +337,12 @@ class EstimateResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EstimateResult:
-        """Inverse of :meth:`to_dict`; accepts the strings "inf", "-inf", "nan" for floats."""
-        data = _decode_floats(dict(data))
+        """Inverse of :meth:`to_dict`, and of :meth:`to_json` once parsed (its ``"nonfinite"`` map
+        restored); accepts the strings "inf", "-inf", "nan" for floats (older JSON files)."""
+        data = copy.deepcopy(data) if "nonfinite" in data else dict(data)
+        for path, value in (data.pop("nonfinite", None) or {}).items():
+            _set_path(data, path, float(value))
+        data = _decode_floats(data)
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -343,23 +351,45 @@ class EstimateResult:
         return cls(levels=levels, **data)
 
     def to_json(self, **kwargs: Any) -> str:
-        """Strict JSON (non-finite floats written as strings "inf", "-inf", "nan")."""
-        return json.dumps(_encode_floats(self.to_dict()), **kwargs)
+        """Strict JSON: every number finite, or ``null`` where a float is infinite or undefined.
+
+        Those places are listed in ``"nonfinite"``, a map from their path (``"cov"``,
+        ``"levels/3/threshold"``) to ``"inf"``, ``"-inf"`` or ``"nan"``, so :meth:`from_json`
+        restores the result exactly while a reader that wants numbers only sees numbers or null.
+        """
+        nonfinite: dict[str, str] = {}
+        data = _nullify(self.to_dict(), "", nonfinite)
+        if nonfinite:
+            data["nonfinite"] = nonfinite
+        return json.dumps(data, allow_nan=False, **kwargs)
 
     @classmethod
     def from_json(cls, text: str) -> EstimateResult:
-        """Inverse of :meth:`to_json`."""
+        """Inverse of :meth:`to_json` (older files with "inf"/"nan" strings read too)."""
         return cls.from_dict(json.loads(text))
 
 
-def _encode_floats(value: Any) -> Any:
+def _nullify(value: Any, path: str, nonfinite: dict[str, str]) -> Any:
+    """``value`` with every non-finite float replaced by None, its path recorded in ``nonfinite``."""
     if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        nonfinite[path] = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return None
     if isinstance(value, dict):
-        return {k: _encode_floats(v) for k, v in value.items()}
+        return {k: _nullify(v, f"{path}/{k}" if path else str(k), nonfinite) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_encode_floats(v) for v in value]
+        return [_nullify(v, f"{path}/{i}", nonfinite) for i, v in enumerate(value)]
     return value
+
+
+def _set_path(data: Any, path: str, value: float) -> None:
+    """Put ``value`` at ``path`` ("levels/3/threshold") in nested dicts and lists."""
+    *parents, last = path.split("/")
+    for part in parents:
+        data = data[int(part)] if isinstance(data, list) else data[part]
+    if isinstance(data, list):
+        data[int(last)] = value
+    else:
+        data[last] = value
 
 
 def _decode_floats(value: Any) -> Any:

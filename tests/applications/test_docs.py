@@ -25,7 +25,7 @@ SKIP = "<!-- docs-test: skip"
 #: Packages whose ``__all__`` the API reference must cover.
 PUBLIC = ("scarce", "scarce.rulers", "scarce.selection", "scarce.estimators", "scarce.kernels", "scarce.encoders",
           "scarce.datasets", "scarce.testing", "scarce.calibration", "scarce.checks", "scarce.normals",
-          "scarce.vision", "scarce.llm", "scarce.applications.llm")
+          "scarce.vision", "scarce.llm", "scarce.applications.llm", "scarce.cli")
 
 
 def fenced_blocks(path: Path, languages: tuple[str, ...]) -> list[tuple[int, str, bool]]:
@@ -80,11 +80,13 @@ def test_every_public_name_has_an_entry_in_the_api_reference(site):
     assert not missing, f"public names without an API entry: {missing}"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def _with_python(page: Path) -> bool:
+    return any(not skipped for _, _, skipped in fenced_blocks(page, ("python",)))
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if _with_python(p)], ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_the_python_blocks_of_a_page_run(page, tmp_path, monkeypatch, capsys):
     blocks = [b for b in fenced_blocks(page, ("python",)) if not b[2]]
-    if not blocks:
-        pytest.skip("no Python block")
     text = page.read_text()
     if "scarce.vision" in text:
         pytest.importorskip("torch")
@@ -126,15 +128,13 @@ def _check_command(click_command, words: list[str]) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+@pytest.mark.parametrize("page", [p for p in PAGES if _commands(p)], ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_the_command_lines_of_a_page_use_existing_commands_and_options(page):
     import typer
 
     from scarce.cli import app
 
     commands = _commands(page)
-    if not commands:
-        pytest.skip("no scarce command")
     root = typer.main.get_command(app)
     problems = [f"{page.relative_to(REPO_ROOT)}:{line}: {problem}" for line, words in commands
                 if (problem := _check_command(root, words))]

@@ -17,6 +17,7 @@ from scarce.cli.llm import app as llm_app
 from scarce.cli.vision import app as vision_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Rare-failure probabilities with Subset Simulation (SCARCE).")
+"""The Typer application: ``estimate``, ``vision`` (and ``vision estimate``) and ``llm`` (call it to run it)."""
 
 
 def _version(value: bool) -> None:

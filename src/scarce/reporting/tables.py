@@ -11,8 +11,22 @@ def _fmt(value: float, spec: str = ".4g") -> str:
     if isinstance(value, float) and math.isnan(value):
         return "-"
     if isinstance(value, float) and math.isinf(value):
-        return "failure" if value > 0 else "-inf"
+        return "inf" if value > 0 else "-inf"
     return format(value, spec)
+
+
+def _threshold(value: float) -> str:
+    """A level's threshold; ``+inf`` is the failure event itself (the exact terminal event)."""
+    return "failure" if isinstance(value, float) and value == math.inf else _fmt(value)
+
+
+def _cov(result: EstimateResult) -> str:
+    """The CoV, and why it is infinite when it is."""
+    if not math.isinf(result.cov):
+        return _fmt(result.cov, ".3f")
+    if not result.reached_failure:
+        return "inf (the failure event was not reached)"
+    return "inf (no failure observed)" if result.n_failed == 0 else "inf"
 
 
 def levels_table(result: EstimateResult):  # type: ignore[no-untyped-def]
@@ -24,7 +38,7 @@ def levels_table(result: EstimateResult):  # type: ignore[no-untyped-def]
         table.add_column(column, justify="right")
     for lv in result.levels:
         table.add_row(
-            str(lv.level), _fmt(lv.threshold), _fmt(lv.probability), _fmt(lv.cumulative_probability, ".3e"),
+            str(lv.level), _threshold(lv.threshold), _fmt(lv.probability), _fmt(lv.cumulative_probability, ".3e"),
             str(lv.n_seeds), _fmt(lv.correlation_factor, ".2f"), _fmt(lv.cov, ".3f"), _fmt(lv.acceptance_rate, ".2f"),
             _fmt(lv.kernel_scale, ".3f"), str(lv.n_queries), str(lv.n_failed) + (" (stalled)" if lv.stalled else ""),
         )
@@ -43,7 +57,7 @@ def summary_table(result: EstimateResult, exact: float | None = None, confidence
     if exact is not None:
         table.add_row("exact P_f", f"{exact:.4e}")
         table.add_row("estimate / exact", f"{result.probability / exact:.3f}")
-    table.add_row("CoV (estimated)", _fmt(result.cov, ".3f"))
+    table.add_row("CoV (estimated)", _cov(result))
     table.add_row(f"{confidence:.0%} interval", f"[{lo:.3e}, {_fmt(hi, '.3e')}]")
     table.add_row(f"anytime lower bound (delta={delta:g})", f"{result.envelope(delta).lower:.3e}")
     table.add_row("queries", f"{result.n_queries:,}")

@@ -1,0 +1,54 @@
+"""What a result says about itself: strict JSON that round-trips, an infinite CoV with its reason,
+Monte Carlo without a failure flagged with the rule of three."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import pytest
+
+import scarce
+from scarce.problems import linear
+
+
+def _budget_result():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scarce.ScarceWarning)
+        return scarce.SubsetSimulation(n_samples=500, max_queries=1200).estimate(linear(dim=10, probability=1e-6), seed=0)
+
+
+def test_json_is_strict_and_round_trips_the_non_finite_values():
+    result = _budget_result()
+    text = result.to_json()
+    data = json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
+    assert data["cov"] is None and data["nonfinite"]["cov"] == "inf"
+    assert data["levels"][0]["threshold"] is None and data["nonfinite"]["levels/0/threshold"] == "-inf"
+    assert not any(isinstance(v, str) and v in ("inf", "-inf", "nan") for v in (data["cov"], data["probability"]))
+    back = scarce.EstimateResult.from_json(text)
+    assert math.isinf(back.cov) and back.levels[0].threshold == -math.inf and math.isnan(back.levels[0].acceptance_rate)
+    assert back.to_json() == text
+    assert scarce.EstimateResult.from_dict(json.loads(text)).to_json() == text  # the parsed form reads too
+
+
+def test_older_json_with_strings_still_reads():
+    old = json.loads(_budget_result().to_json())
+    for path, value in old.pop("nonfinite").items():
+        target = old
+        *parents, last = path.split("/")
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        target[int(last) if isinstance(target, list) else last] = value
+    assert math.isinf(scarce.EstimateResult.from_dict(old).cov)
+
+
+def test_an_infinite_cov_says_why_and_monte_carlo_without_failure_is_flagged():
+    from scarce.reporting.tables import _cov
+
+    assert _cov(_budget_result()) == "inf (the failure event was not reached)"
+    mc = scarce.MonteCarlo(n_samples=1000).estimate(linear(dim=3, probability=1e-6), seed=0)
+    assert mc.n_failed == 0 and _cov(mc) == "inf (no failure observed)"
+    assert any("no failure in 1,000 samples: P <= 0.003 at 95% (rule of three" in flag for flag in mc.flags)
+    hit = scarce.MonteCarlo(n_samples=1000).estimate(linear(dim=3, probability=0.05), seed=0)
+    assert hit.n_failed > 0 and not any("rule of three" in flag for flag in hit.flags)
