@@ -41,14 +41,10 @@ def vision(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from pathlib import Path
-
-    from scarce.applications.vision.pipeline import build_context
     from scarce.applications.vision.problem import resolve_device
-    from scarce.applications.vision.protocol import VisionRun, get_preset, parse_overrides
+    from scarce.applications.vision.protocol import get_preset, parse_overrides
     from scarce.errors import ScarceError
-    from scarce.experiments.executors import executor_from_options
-    from scarce.experiments.store import ResultStore, check_run_dir
+    from scarce.experiments.store import check_run_dir
 
     overrides = {k: v for k, v in {"scale": scale, "noise": noise, "seed": seed, "access": access}.items()
                  if v is not None}
@@ -57,37 +53,110 @@ def vision(
         overrides = {**parse_overrides(settings or [], preset), **overrides}
         chosen = get_preset(preset, **overrides)  # checks every setting and the resource bounds
         resolve_device(device)  # before anything is written
-        pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
-        # connect first: an unreachable scheduler is an error before anything is written
-        with pool, run_warnings():
-            store = ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
-            context = build_context(chosen, run_dir, data_dir=data_dir, log=lambda m: typer.echo(m, err=True),
-                                    device=device)
-            with stage_progress() as progress:
-                run = VisionRun(chosen, Path(run_dir), context, progress=progress, executor=pool, store=store)
-                outcome = run.run()
+        finished = _finished(run_dir, chosen.config())
+        if finished is None:
+            store, context = _run_protocol(chosen, run_dir, data_dir, device, executor, dask, scheduler, workers)
+        else:  # a finished run: the report comes from its stored results, with no model and no ruler fit
+            from scarce.experiments.store import ResultStore
+
+            typer.echo(f"{run_dir}: finished; the report is rebuilt from its stored results", err=True)
+            store, context = ResultStore(run_dir, chosen.config()), finished
     except ScarceError as exc:
         fail(str(exc), exc)
     except OSError as exc:  # a file the run reads or writes (disk full, permissions, a bad name)
         fail(describe_os_error(exc), exc)
+    _report_or_fail(store, context, run_dir)
+
+
+#: In a run directory: the report's context, written once every task of the run has finished.
+FINISHED = "finished.json"
+
+
+def _finished(run_dir: str, config: dict) -> Optional[dict]:  # type: ignore[type-arg]
+    """The stored report context of a run of ``config`` that finished without errors, or None."""
+    import json
+    from pathlib import Path
+
+    from scarce.experiments.store import config_fingerprint
+
+    path = Path(run_dir) / FINISHED
     try:
-        _vision_report(run, chosen, context.info, outcome, Path(run_dir))
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or stored.get("fingerprint") != config_fingerprint(config):
+        return None
+    return stored.get("context")
+
+
+def _run_protocol(chosen, run_dir, data_dir, device, executor, dask, scheduler, workers):  # type: ignore[no-untyped-def]
+    """Build the context (classifier, head, rulers), run every stage, and record a clean finish."""
+    import json
+    from pathlib import Path
+
+    from scarce._atomic import atomic_write_text
+    from scarce.applications.vision.analysis import report_context
+    from scarce.applications.vision.pipeline import build_context
+    from scarce.applications.vision.protocol import VisionRun
+    from scarce.experiments.executors import executor_from_options
+    from scarce.experiments.store import ResultStore, config_fingerprint
+
+    pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
+    # connect first: an unreachable scheduler is an error before anything is written
+    with pool, run_warnings():
+        store = ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
+        built = build_context(chosen, run_dir, data_dir=data_dir, log=lambda m: typer.echo(m, err=True), device=device)
+        with stage_progress() as progress:
+            outcome = VisionRun(chosen, Path(run_dir), built, progress=progress, executor=pool, store=store).run()
+    context = report_context(chosen, built.info, outcome)
+    if not outcome["errors"]:
+        atomic_write_text(Path(run_dir) / FINISHED, json.dumps(
+            {"fingerprint": config_fingerprint(chosen.config()), "context": context}, indent=1, default=str))
+    return store, context
+
+
+def _report_or_fail(store, context, run_dir) -> None:  # type: ignore[no-untyped-def]
+    try:
+        _vision_report(store, context, run_dir)
     except OSError as exc:
         fail(describe_os_error(exc), exc)
 
 
-def _vision_report(run, chosen, info, outcome, run_dir) -> None:  # type: ignore[no-untyped-def]
-    """Tables and the report folder of a finished vision run."""
-    from scarce.applications.vision.analysis import head_to_head, rank_rulers, report_context, result_rows
+def _vision_report(store, context, run_dir) -> None:  # type: ignore[no-untyped-def]
+    """Tables and the report folder of a finished vision run, from its store alone."""
+    from pathlib import Path
+
+    from scarce.applications.vision.analysis import head_to_head, rank_rulers, result_rows
     from scarce.reporting.tables import print_vision_tables
     from scarce.reporting.vision import write_report
 
-    frame = result_rows(run.store)
+    frame = result_rows(store)
     ranking, table = rank_rulers(frame), head_to_head(frame)
-    context = report_context(chosen, info, outcome)
-    report = write_report(frame, ranking, table, run_dir / "report", context=context)
+    report = write_report(frame, ranking, table, Path(run_dir) / "report", context=context)
     print_vision_tables(ranking, table)
     typer.echo(f"report: {report}")
+
+
+@app.command("report")
+def report(run_dir: str = typer.Option("runs/vision-quick", help="A finished run directory of scarce vision.")) -> None:
+    """Rebuild the tables and report of a finished vision run from its stored results (no model, no fit)."""
+    import json
+    from pathlib import Path
+
+    from scarce.errors import ScarceError
+    from scarce.experiments.store import ResultStore
+
+    try:
+        store = ResultStore.open(run_dir)
+        stored = json.loads((Path(run_dir) / FINISHED).read_text()) if (Path(run_dir) / FINISHED).is_file() else None
+        if not isinstance(stored, dict) or "context" not in stored:
+            raise ScarceError(f"{run_dir!r} holds no finished vision run ({FINISHED} is written when every task has "
+                              f"finished without an error); run scarce vision with the same settings to finish it")
+    except ScarceError as exc:
+        fail(str(exc), exc)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read the run directory {run_dir!r}: {exc}", exc)
+    _report_or_fail(store, stored["context"], run_dir)
 
 
 app.command("estimate")(estimate_own)

@@ -1,0 +1,56 @@
+"""A finished vision run's report is rebuilt from its stored results alone: no model, no ruler fit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("torch")
+
+from scarce.cli import app  # noqa: E402
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("vision") / "run"
+    result = runner.invoke(app, ["vision", "--preset", "tiny", "--executor", "serial", "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    return run_dir
+
+
+def test_a_finished_run_records_its_report_context(finished_run):
+    stored = json.loads((finished_run / "finished.json").read_text())
+    assert stored["context"]["preset"] == "tiny" and "held-out seeds" in stored["context"]
+    assert (finished_run / "report" / "report.md").is_file()
+
+
+def test_rerunning_a_finished_run_and_the_report_command_touch_no_model(finished_run, monkeypatch):
+    import scarce.applications.vision.pipeline as pipeline
+
+    def no_context(*args, **kwargs):
+        raise AssertionError("the classifier, head or rulers were built for a finished run")
+
+    monkeypatch.setattr(pipeline, "build_context", no_context)
+    before = (finished_run / "report" / "report.md").read_text()
+    again = runner.invoke(app, ["vision", "--preset", "tiny", "--executor", "serial", "--run-dir", str(finished_run)])
+    assert again.exit_code == 0, again.output
+    assert "finished; the report is rebuilt from its stored results" in again.output
+    report = runner.invoke(app, ["vision", "report", "--run-dir", str(finished_run)])
+    assert report.exit_code == 0, report.output
+    assert "Step 2" in report.output and (finished_run / "report" / "report.md").read_text() == before
+
+
+def test_the_report_command_refuses_a_run_that_has_not_finished(tmp_path, finished_run):
+    import shutil
+
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(finished_run, unfinished)
+    (unfinished / "finished.json").unlink()
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(unfinished)])
+    assert result.exit_code == 2 and "holds no finished vision run" in result.output
+    missing = runner.invoke(app, ["vision", "report", "--run-dir", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2
