@@ -37,6 +37,9 @@ def test_sweep_then_report_end_to_end(tmp_path, llm_corpus):
     result = invoke("report", "--run-dir", run_dir, "--out", tmp_path / "again")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "again" / "figures" / "accuracy.png").is_file()
+    assert "Ground-truth family ranking" not in result.output  # the sweep printed the tables already
+    assert "Ground-truth family ranking" in invoke("report", "--run-dir", run_dir, "--out", tmp_path / "again",
+                                                   "--tables").output
     # a rerun resumes: nothing to compute, the corpus is not even needed; a damaged task file and
     # the temporary file of a killed write are said, and only that task is recomputed
     damaged = sorted((run_dir / "tasks").glob("cell-*.json"))[0]

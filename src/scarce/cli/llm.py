@@ -252,17 +252,18 @@ def _fail_cells(outcome: dict, report: bool) -> None:
 def report(
     run_dir: str = typer.Option("runs/llm/paper", help="The sweep's run directory."),
     out: Optional[str] = typer.Option(None, help="Report directory (default <run-dir>/report)."),
+    tables: bool = typer.Option(False, "--tables", help="Also print the tables (the sweep printed them when it ran)."),
 ) -> None:
-    """Tables (family ranking, selector robustness, transfer) and figures from a run directory."""
+    """Rebuild the report (tables and figures) of a sweep from its run directory alone."""
     from scarce.errors import ScarceError
 
     try:
-        _report(Path(run_dir), None if out is None else out)
+        _report(Path(run_dir), None if out is None else out, show=tables)
     except ScarceError as exc:
         fail(str(exc), exc)
 
 
-def _report(run_dir: Path, out: str | Path | None = None) -> None:
+def _report(run_dir: Path, out: str | Path | None = None, *, show: bool = True) -> None:
     from scarce.applications.llm.analysis import analyse
     from scarce.experiments.store import ResultStore
     from scarce.reporting.llm import check_output_dir, write_report
@@ -272,5 +273,6 @@ def _report(run_dir: Path, out: str | Path | None = None) -> None:
     target = check_output_dir(run_dir / "report" if out is None else out, "report directory")
     tables = analyse(store)
     path = write_report(tables, target)
-    print_llm_tables(tables)
+    if show:
+        print_llm_tables(tables)
     typer.echo(f"report: {path}")
