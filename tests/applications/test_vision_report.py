@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 
 from scarce.cli import app  # noqa: E402
+from report_checks import check_html_report  # noqa: E402
 
 runner = CliRunner()
 
@@ -54,3 +55,13 @@ def test_the_report_command_refuses_a_run_that_has_not_finished(tmp_path, finish
     assert result.exit_code == 2 and "holds no finished vision run" in result.output
     missing = runner.invoke(app, ["vision", "report", "--run-dir", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2
+
+
+def test_the_html_report_is_self_contained(finished_run):
+    page = check_html_report(finished_run / "report" / "index.html")
+    figures = list((finished_run / "report" / "figures").glob("*.png"))
+    assert len(page.images) == len(figures)
+    import re
+
+    text = re.sub(r"base64,[A-Za-z0-9+/=]+", "", (finished_run / "report" / "index.html").read_text())
+    assert "MC truth mean p" in text and "Terms." in text and "SMC" not in text

@@ -32,6 +32,9 @@ def test_sweep_then_report_end_to_end(tmp_path, llm_corpus):
     assert "Ground-truth family ranking" in result.output and "Transfer" in result.output
     report = run_dir / "report" / "report.md"
     assert report.is_file() and "Selector robustness" in report.read_text()
+    from report_checks import check_html_report
+
+    check_html_report(run_dir / "report" / "index.html")
     assert len(list((run_dir / "tasks").glob("cell-*.json"))) == 24
     # the report from the run directory alone, elsewhere
     result = invoke("report", "--run-dir", run_dir, "--out", tmp_path / "again")

@@ -214,7 +214,8 @@ def _summary_lines(tables: dict[str, Any]) -> list[str]:
 
 
 def write_report(tables: dict[str, Any], out_dir: str | Path) -> Path:
-    """``cells.parquet``, figures and ``report.md`` from a sweep's tables; returns the report's path.
+    """``cells.parquet``, figures, ``report.md`` and the self-contained ``index.html`` from a sweep's
+    tables; returns the Markdown report's path.
 
     ``tables`` is what :func:`scarce.applications.llm.analysis.analyse` returns.
     """
@@ -250,6 +251,9 @@ def write_report(tables: dict[str, Any], out_dir: str | Path) -> Path:
     parts += [f"![{name}](figures/{path.name})" for name, path in figures.items()]
     path = out_dir / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    from scarce.reporting.html import run_provenance, write_html
+
+    write_html(path, "SCARCE LLM sweep", provenance=run_provenance())
     return path
 
 

@@ -131,6 +131,8 @@ def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -
         context["the same rulers pooled over all classes, held-out AUC within a class"] = ", ".join(
             f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]))
     truth = preset.truth_samples or preset.methods.smc_samples
+    context["Subset Simulation"] = (f"N = {preset.methods.ss_samples:,} samples per level, p0 = "
+                                    f"{preset.methods.level_probability}")
     context["held-out evaluation"] = (
         f"{len(outcome['eval_seeds'])} seeds x {preset.n_runs} run(s) of every method; ground truth "
         f"{truth:,} Monte Carlo samples per seed"
