@@ -23,6 +23,8 @@ class FigureWriter:
         self.plt = plt
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.out_dir.glob("*.png"):  # a figure an earlier version drew must not linger
+            stale.unlink()
         self.dpi = dpi
         self.paths: dict[str, Path] = {}
 
@@ -32,3 +34,11 @@ class FigureWriter:
         fig.savefig(path, dpi=self.dpi)
         self.plt.close(fig)
         self.paths[name] = path
+
+
+def method_colours(names: list[str]) -> dict[str, Any]:
+    """One colour per method or ruler, the same in every figure of a report (tab20, then cycled)."""
+    import matplotlib
+
+    palette = matplotlib.colormaps["tab20"].colors
+    return {name: palette[i % len(palette)] for i, name in enumerate(sorted(names))}

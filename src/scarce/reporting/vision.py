@@ -17,85 +17,148 @@ from scarce.reporting.markdown import format_cell
 __all__ = ["markdown_table", "write_figures", "write_report"]
 
 
-def _bar(ax: Any, labels: list[str], values: list[float], title: str, ylabel: str) -> None:
-    ax.bar(range(len(values)), values, color="#4c72b0")
-    ax.set_xticks(range(len(values)), labels, rotation=60, ha="right", fontsize=8)
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(ylabel)
+def _integer_axis(ax: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _spread(ax: Any, x: float, values: Any, color: Any, label: str | None = None) -> None:
+    """A median point with a line over the range of ``values`` (on a log axis: positive values only)."""
+    values = np.asarray([v for v in values if v > 0 and np.isfinite(v)], dtype=float)
+    if values.size == 0:
+        return
+    ax.vlines(x, values.min(), values.max(), color=color, lw=2, alpha=0.6)
+    ax.plot([x], [np.median(values)], "o", color=color, label=label)
 
 
 def write_figures(frame: Any, ranking: Any, table: Any, out_dir: str | Path) -> dict[str, Path]:
     """The figures of the paper's appendix "Additional Plots", part I, as PNG files.
 
     ``frame``: one row per task; ``ranking``: the Step-1 ruler ranking; ``table``: the Step-2
-    head-to-head (:mod:`scarce.applications.vision.analysis`).
+    head-to-head (:mod:`scarce.applications.vision.analysis`). Every method keeps one colour in
+    every figure; spreads are over seeds (points at the median, lines over the range); counts
+    are drawn on integer axes with their denominator; errors are relative errors on seeds whose
+    Monte Carlo truth saw a failure, the other seeds counted apart.
     """
-    from scarce.reporting.figures import FigureWriter
+    from scarce.reporting.figures import FigureWriter, method_colours
 
     writer = FigureWriter(out_dir)
+    colours = method_colours(list(dict.fromkeys([*table.method, *("scarce:" + r for r in ranking.ruler)])))
     if not ranking.empty:
-        _step1_figures(writer, ranking)
+        _step1_figures(writer, ranking, frame[frame.stage == "screen"], colours)
     part = frame[frame.stage == "eval"]
     if not part.empty:
-        _step2_figures(writer, part, table)
+        _step2_figures(writer, part, table, colours)
     return writer.paths
 
 
-def _step1_figures(writer: Any, ranking: Any) -> None:
-    """Step 1 (screening): MAE, missed hits, queries, runtime per ruler, and the two Pareto plots."""
+def _step1_figures(writer: Any, ranking: Any, screen: Any, colours: dict[str, Any]) -> None:
+    """Step 1 (screening): each ruler's error and queries over the seeds, missed hits, the Pareto front."""
     plt, save = writer.plt, writer.save
-    labels = list(ranking.ruler)
-    for name, column, title, ylabel in [
-        ("step1_mae", "log10_mae", "Step 1: log10 MAE per ruler", "log10 MAE"),
-        ("step1_missing_hits", "missed_hits", "Step 1: missed rare-event hits", "seeds"),
-        ("step1_queries", "queries", "Step 1: mean queries per seed", "queries"),
-        ("step1_runtime", "runtime_calibrated", "Step 1: calibrated runtime per seed", "seconds"),
-    ]:
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-        _bar(ax, labels, [float(v) if v == v else 0.0 for v in ranking[column]], title, ylabel)
-        save(fig, name)
-    for name, column, xlabel in [("step1_pareto_queries", "queries", "mean queries per seed"),
-                                 ("step1_pareto_runtime", "runtime_calibrated", "calibrated runtime (s)")]:
-        fig, ax = plt.subplots(figsize=(5.5, 4))
-        ax.scatter(ranking[column], ranking.mae)
-        for _, row in ranking.iterrows():
-            ax.annotate(row.ruler, (row[column], row.mae), fontsize=7)
-        ax.set_yscale("log")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("MAE")
-        ax.set_title(f"Step 1: {xlabel} vs MAE", fontsize=10)
-        save(fig, name)
+    n_seeds = int(screen.seed_index.nunique()) if len(screen) else 0
+    rulers = list(ranking.ruler)
+    x = np.arange(len(rulers))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 6), sharex=True)
+    for i, ruler in enumerate(rulers):
+        rows = screen[screen.method == f"scarce:{ruler}"]
+        per_seed = rows.groupby("seed_index").abs_err.mean()
+        _spread(top, i, per_seed, colours[f"scarce:{ruler}"])
+        _spread(bottom, i, rows.groupby("seed_index").n_queries.mean(), colours[f"scarce:{ruler}"])
+    top.set_yscale("log")
+    top.set_ylabel("|p_hat - p_MC| per seed")
+    top.set_title(f"Step 1: error and queries of each ruler over {n_seeds} screening seeds "
+                  "(point: median, line: range)", fontsize=10)
+    bottom.set_ylabel("queries per run")
+    bottom.set_xticks(x, rulers, rotation=60, ha="right", fontsize=8)
+    save(fig, "step1_error_queries")
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    ax.bar(x, ranking.missed_hits, color=[colours[f"scarce:{r}"] for r in rulers])
+    _integer_axis(ax)
+    ax.set_ylim(0, max(1, n_seeds))
+    ax.set_ylabel(f"seeds missed (out of {n_seeds})")
+    ax.set_xticks(x, rulers, rotation=60, ha="right", fontsize=8)
+    ax.set_title("Step 1: seeds whose failure a ruler's runs never found", fontsize=10)
+    save(fig, "step1_missed_hits")
+    _pareto(writer, ranking, colours)
 
 
-def _step2_figures(writer: Any, part: Any, table: Any) -> None:
-    """Step 2 (held-out seeds): MAE and mismatches, FP and FN, and each run's absolute error."""
+def _pareto(writer: Any, ranking: Any, colours: dict[str, Any]) -> None:
+    """Queries against MAE, numbered points with their names in a legend, the Pareto front drawn."""
     plt, save = writer.plt, writer.save
-    # what every Step-2 figure rests on: seeds, runs per seed, the ground truth's budget
-    basis = (f"{part.seed_index.nunique()} seeds x {part.groupby(['seed_index', 'method']).size().max()} runs, "
-             f"truth {int(part.smc_samples.min()):,} MC samples")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    _bar(axes[0], list(table.name), [float(v) if v == v else 0 for v in table.mae], f"Step 2: MAE ({basis})",
-         "MAE")
-    _bar(axes[1], list(table.name), list((table.fp + table.fn).astype(float)),
-         "Step 2: mismatches (FP + FN)", "runs")
-    save(fig, "step2_accuracy_mismatch")
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    x = np.arange(len(table))
-    ax.bar(x - 0.2, table.fp, width=0.4, label="FP")
-    ax.bar(x + 0.2, table.fn, width=0.4, label="FN")
-    ax.set_xticks(x, table.name, rotation=60, ha="right", fontsize=8)
-    ax.legend()
-    ax.set_ylabel("runs")
-    ax.set_title(f"Step 2: false positives and false negatives\n({basis})", fontsize=10)
-    save(fig, "step2_fp_fn")
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    data = [np.maximum(part[part.method == m].abs_err.to_numpy(), 1e-12) for m in table.method]
-    ax.boxplot(data)
-    ax.set_xticks(range(1, len(table) + 1), table.name, rotation=60, ha="right", fontsize=8)
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    points = ranking[ranking.mae > 0].sort_values("queries")
+    for k, (_, row) in enumerate(points.iterrows(), start=1):
+        ax.scatter(row.queries, row.mae, color=colours[f"scarce:{row.ruler}"], s=40,
+                   label=f"{k}: {row.ruler}", zorder=3)
     ax.set_yscale("log")
-    ax.set_ylabel("|p_hat - p_SMC| (floored at 1e-12)")
-    ax.set_title(f"Step 2: absolute error of each run ({basis})", fontsize=10)
-    save(fig, "step2_seedwise_box")
+    _number_points(ax, list(zip(points.queries, points.mae)))
+    best, front = np.inf, []
+    for _, row in points.iterrows():  # sorted by queries: a point is on the front if its MAE beats all cheaper ones
+        if row.mae < best:
+            best = row.mae
+            front.append((row.queries, row.mae))
+    if front:
+        fx, fy = zip(*front)
+        ax.step(fx, fy, where="post", color="black", lw=1, ls="--", label="Pareto front", zorder=2)
+    ax.set_xlabel("mean queries per seed (calibrated runtime = queries x T_ref)")
+    ax.set_ylabel("MAE")
+    ax.set_title("Step 1: queries against error", fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    save(fig, "step1_pareto")
+
+
+def _number_points(ax: Any, points: list[tuple[float, float]]) -> None:
+    """Label the points 1, 2, ... beside them, each where it overlaps no label placed before it."""
+    ax.figure.canvas.draw()  # fixes the limits, so data map to display coordinates
+    placed: list[Any] = []
+    renderer = ax.figure.canvas.get_renderer()
+    for k, point in enumerate(points, start=1):
+        for offset in ((4, 4), (4, -11), (-11, 4), (-11, -11), (8, 12), (8, -18)):
+            text = ax.annotate(str(k), point, textcoords="offset points", xytext=offset, fontsize=7)
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                placed.append(box)
+                break
+            text.remove()
+        else:
+            placed.append(ax.annotate(str(k), point, textcoords="offset points", xytext=(4, 4),
+                                      fontsize=7).get_window_extent(renderer))
+
+
+def _step2_figures(writer: Any, part: Any, table: Any, colours: dict[str, Any]) -> None:
+    """Step 2 (held-out seeds): relative error per seed with a truth, FP and FN with their denominators."""
+    plt, save = writer.plt, writer.save
+    seeds = int(part.seed_index.nunique())
+    runs = int(part.groupby(["seed_index", "method"]).size().max())
+    basis = f"{seeds} seeds x {runs} runs, truth {int(part.smc_samples.min()):,} MC samples"
+    positive = part[part.smc_p > 0]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for i, method in enumerate(table.method):
+        rows = positive[positive.method == method]
+        rel = (rows.p_hat / rows.smc_p - 1.0).to_numpy()
+        ax.scatter(np.full(rel.size, i) + np.linspace(-0.25, 0.25, rel.size), rel, s=10, color=colours[method])
+        if rel.size:
+            ax.plot([i - 0.3, i + 0.3], [np.median(rel)] * 2, color="black", lw=1.5)
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(table)), table.name, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("p_hat / p_MC - 1 (each run)")
+    n_zero = seeds - int(positive.seed_index.nunique())
+    ax.set_title(f"Step 2: relative error on the {seeds - n_zero} seeds with a Monte Carlo failure "
+                 f"(black: median)\n{basis}" + (f"; {n_zero} seed(s) without one: see FP" if n_zero else ""),
+                 fontsize=9)
+    save(fig, "step2_relative_error")
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    x = np.arange(len(table))
+    ax.bar(x - 0.2, table.fp, width=0.4, label="FP: positive estimate, no Monte Carlo failure", color="#d95f02")
+    ax.bar(x + 0.2, table.fn, width=0.4, label="FN: estimate 0, Monte Carlo saw a failure", color="#7570b3")
+    _integer_axis(ax)
+    ax.set_ylim(0, max(1, seeds * runs))
+    ax.set_xticks(x, table.name, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel(f"runs (out of {seeds * runs})")
+    ax.legend(fontsize=7)
+    ax.set_title(f"Step 2: false positives and false negatives ({basis})", fontsize=10)
+    save(fig, "step2_fp_fn")
 
 
 def markdown_table(table: Any) -> str:
