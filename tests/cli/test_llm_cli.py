@@ -120,3 +120,24 @@ def test_embed_input_options_are_checked_before_any_work(tmp_path, args, message
     result = invoke("embed", *[a.format(tmp=tmp_path) for a in args], "--out", tmp_path / "o.parquet")
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+def test_every_llm_report_figure_passes_the_checklist(tmp_path, llm_corpus, monkeypatch):
+    from report_checks import figure_problems
+
+    from scarce.reporting import figures
+
+    problems, seen = [], []
+    original = figures.FigureWriter.save
+
+    def checked(self, fig, name):
+        problems.extend(figure_problems(fig, name))
+        seen.append(name)
+        original(self, fig, name)
+
+    monkeypatch.setattr(figures.FigureWriter, "save", checked)
+    corpus = write_corpus(llm_corpus, tmp_path / "corpus.parquet")
+    result = invoke("sweep", "--corpus", corpus, "--run-dir", tmp_path / "run", "--preset", "tiny",
+                    "--executor", "serial", "--set", "n_runs=3")
+    assert result.exit_code == 0, result.output
+    assert set(seen) == {"accuracy", "threshold_sweep", "selector_kl_vs_cohens_d"} and not problems, problems

@@ -24,109 +24,167 @@ __all__ = ["TRANSFER_MATRIX_COLUMNS", "check_output_dir", "write_figures", "writ
 
 # --------------------------------------------------------------------------------------- figures
 
-def _finite(values: Any, cap: float = 1e3) -> np.ndarray:
-    out = np.asarray(values, float)
-    return np.where(np.isfinite(out), out, cap)
+def _plot(ax: Any, x: Any, y: Any, *, marker: str = "o", ls: str = "-", **style: Any) -> None:
+    """Finite values as a line of points; infinite or undefined ones as a triangle at the top of the
+    axes (named "undefined" in the legend), never capped at an invented value."""
+    from matplotlib.transforms import blended_transform_factory
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    finite = np.isfinite(y)
+    ax.plot(x[finite], y[finite], marker=marker, ls=ls, **style)
+    if (~finite).any():
+        top = blended_transform_factory(ax.transData, ax.transAxes)
+        ax.plot(x[~finite], np.full((~finite).sum(), 0.97), marker="^", ls="none", transform=top,
+                color=style.get("color"), markerfacecolor="none", label="_undefined")
+
+
+def _undefined_legend(ax: Any, **options: Any) -> None:
+    """The axes' legend, with one entry for the undefined-value marker when any was drawn."""
+    from matplotlib.lines import Line2D
+
+    handles, labels = ax.get_legend_handles_labels()
+    if any(line.get_label() == "_undefined" for line in ax.lines):
+        handles.append(Line2D([], [], marker="^", ls="none", color="grey", markerfacecolor="none"))
+        labels.append("undefined: no labelled jailbreak above tau")
+    ax.legend(handles, labels, **options)
 
 
 def write_figures(tables: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
     """Accuracy (per ruler, group, eta; N sweep), threshold sweep, KL vs Cohen's d (PNG).
 
-    ``tables`` is what :func:`scarce.applications.llm.analysis.analyse` returns.
+    ``tables`` is what :func:`scarce.applications.llm.analysis.analyse` returns. Every family has
+    one colour in every panel and figure; errors are points (means over cells, with the range over
+    cells as a line), never bars on a log axis; every eta and N of the sweep is shown.
     """
-    from scarce.reporting.figures import FigureWriter
+    from scarce.reporting.figures import FigureWriter, method_colours
 
     writer = FigureWriter(out_dir)
-    plt, save, paths = writer.plt, writer.save, writer.paths
-
     families = tables["families"]
     if families.empty:
-        return paths
-    _accuracy_figure(plt, save, tables)
-    _threshold_figure(plt, save, tables["thresholds"])
-    _selector_figure(plt, save, families)
-    return paths
+        return writer.paths
+    colours = method_colours(list(families.family))
+    _accuracy_figure(writer, tables, colours)
+    _threshold_figure(writer, tables["thresholds"], colours)
+    _selector_figure(writer, families, colours)
+    return writer.paths
 
 
-def _accuracy_figure(plt: Any, save: Any, tables: dict[str, Any]) -> None:
+def _family(variant: str) -> str:
+    return variant.rpartition("_p")[0]
+
+
+def _accuracy_figure(writer: Any, tables: dict[str, Any], colours: dict[str, Any]) -> None:
     """Accuracy per ruler, per group, per fleet (eta) and against N, as one 2 x 2 figure."""
     families, config, main = tables["families"], tables["config"], tables["main"]
     best = list(families.best_variant)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    part = main[main.eta >= config["ranking_min_eta"]]
+    fig, axes = writer.plt.subplots(2, 2, figsize=(12, 8.5))
     ax = axes[0, 0]
-    ax.bar(range(len(best)), _finite(families.mean_error), color="#4c72b0")
+    for i, variant in enumerate(best):
+        errors = part[part.variant == variant].error.to_numpy(float)
+        finite = errors[np.isfinite(errors)]
+        colour = colours[_family(variant)]
+        if finite.size:
+            ax.vlines(i, finite.min(), finite.max(), color=colour, lw=2, alpha=0.5)
+        _plot(ax, [i], [errors.mean() if errors.size else np.nan], color=colour, ls="none")
+        floor = part[part.variant == variant].noise_floor.mean()
+        ax.plot([i], [floor], marker="_", ms=14, color="black")
     ax.set_xticks(range(len(best)), best, rotation=40, ha="right", fontsize=8)
     ax.set_yscale("log")
-    ax.set_ylabel(f"mean |r - 1| (eta >= {config['ranking_min_eta']:g})")
-    ax.set_title("(a) accuracy per ruler (best percentile)", fontsize=10)
+    ax.set_ylabel(f"|r - 1| (cells with eta >= {config['ranking_min_eta']:g})")
+    ax.set_title("(a) per ruler: mean over cells (point), range (line), noise floor (dash)", fontsize=9)
     ax = axes[0, 1]
     groups = sorted(main.group.unique())
-    width = 0.8 / max(len(best), 1)
-    part = main[main.eta >= config["ranking_min_eta"]]
     for i, variant in enumerate(best):
         errors = part[part.variant == variant].groupby("group").error.mean().reindex(groups)
-        ax.bar(np.arange(len(groups)) + i * width, _finite(errors), width=width, label=variant)
-    ax.set_xticks(np.arange(len(groups)) + 0.4 - width / 2, groups, rotation=20, ha="right", fontsize=8)
+        _plot(ax, np.arange(len(groups)) + (i - len(best) / 2) * 0.08, errors, color=colours[_family(variant)],
+              ls="none", label=variant)
+    ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right", fontsize=8)
     ax.set_yscale("log")
-    ax.set_ylabel("mean |r - 1|")
-    ax.set_title("(b) accuracy per group", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_ylabel("mean |r - 1| over eta")
+    ax.set_title("(b) per attack group", fontsize=10)
+    _undefined_legend(ax, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax = axes[1, 0]
     for variant in best:
         by_eta = main[main.variant == variant].groupby("eta").error.mean()
-        ax.plot(by_eta.index, _finite(by_eta), marker="o", label=variant)
+        _plot(ax, by_eta.index, by_eta, color=colours[_family(variant)], label=variant)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("eta (adversarial fraction)")
-    ax.set_ylabel("mean |r - 1|")
-    ax.set_title("(c) accuracy per fleet", fontsize=10)
-    ax.legend(fontsize=7)
-    ax = axes[1, 1]
-    sweep = tables["n_sweep"]
+    ax.set_xticks(config["etas"], [f"{e:g}" for e in config["etas"]], fontsize=8)
+    ax.minorticks_off()
+    ax.set_xlabel("eta (adversarial fraction of the fleet)")
+    ax.set_ylabel("mean |r - 1| over groups")
+    ax.set_title("(c) per fleet", fontsize=10)
+    _undefined_legend(ax, fontsize=7)
+    _n_sweep_panel(axes[1, 1], tables["n_sweep"], config, colours)
+    writer.save(fig, "accuracy")
+
+
+def _n_sweep_panel(ax: Any, sweep: Any, config: dict[str, Any], colours: dict[str, Any]) -> None:
     for family, part in sweep.groupby("family"):
-        ax.plot(part.n_samples, _finite(part.error), marker="o", label=f"{family}_p{config['n_grid_percentile']}")
+        _plot(ax, part.n_samples, part.error, color=colours.get(family), label=f"{family}_p{config['n_grid_percentile']}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks(config["n_grid"], [f"{n:,}" for n in config["n_grid"]], fontsize=8)
     ax.minorticks_off()
     ax.set_xlabel("N (samples per level)")
-    ax.set_ylabel("mean |r - 1|")
-    ax.set_title("(d) N sweep", fontsize=10)
-    ax.legend(fontsize=7)
-    save(fig, "accuracy")
+    ax.set_ylabel("mean |r - 1| over cells")
+    ax.set_title(f"(d) N sweep (every N of the sweep: {', '.join(f'{n:,}' for n in config['n_grid'])})", fontsize=9)
+    _undefined_legend(ax, fontsize=7)
 
 
-def _threshold_figure(plt: Any, save: Any, table: Any) -> None:
-    """Error against time per run over the threshold percentiles (the two largest eta <= 1e-3)."""
-    etas = sorted(e for e in table.eta.unique() if e <= 1e-3)[-2:] or sorted(table.eta.unique())[:1]
-    fig, axes = plt.subplots(1, len(etas), figsize=(5.5 * len(etas), 4), squeeze=False)
-    for ax, eta in zip(axes[0], etas, strict=True):
+#: One marker per threshold percentile of the sweep.
+_PERCENTILE_MARKERS = {50: "o", 75: "s", 90: "D", 95: "v"}
+
+
+def _threshold_figure(writer: Any, table: Any, colours: dict[str, Any]) -> None:
+    """Error against time per run over the threshold percentiles, one panel per eta of the sweep."""
+    from matplotlib.lines import Line2D
+
+    etas = sorted(table.eta.unique())
+    columns = min(3, len(etas) + 1)
+    rows = -(-(len(etas) + 1) // columns)  # one more slot: the legend
+    fig, grid = writer.plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
+    slots = list(grid.flat)
+    for ax, eta in zip(slots, etas):
         for family, part in table[table.eta == eta].groupby("family"):
-            ax.plot(part.seconds * 1e3, _finite(part.error), marker="o", label=family)
+            part = part.sort_values("percentile")
+            _plot(ax, part.seconds * 1e3, part.error, color=colours.get(family), marker="", ls="-")
             for _, row in part.iterrows():
-                ax.annotate(f"p{int(row.percentile)}", (row.seconds * 1e3, _finite([row.error])[0]), fontsize=7)
+                _plot(ax, [row.seconds * 1e3], [row.error], color=colours.get(family), ls="none",
+                      marker=_PERCENTILE_MARKERS.get(int(row.percentile), "o"))
         ax.set_yscale("log")
-        ax.set_xlabel("mean time per cascade run (ms)")
+        ax.set_xlabel("ms per cascade run")
         ax.set_ylabel("mean |r - 1| over groups")
-        ax.set_title(f"threshold percentile sweep, eta = {eta:g}", fontsize=10)
-        ax.legend(fontsize=7)
-    save(fig, "threshold_sweep")
+        ax.set_title(f"eta = {eta:g}", fontsize=10)
+    handles = [Line2D([], [], color=colours[f], lw=2, label=f) for f in sorted(table.family.unique())]
+    handles += [Line2D([], [], marker=m, ls="none", color="grey", label=f"p{p}") for p, m in _PERCENTILE_MARKERS.items()
+                if p in set(table.percentile)]
+    handles.append(Line2D([], [], marker="^", ls="none", color="grey", markerfacecolor="none",
+                          label="undefined: no labelled\njailbreak above tau"))
+    legend_slot = slots[len(etas)]
+    legend_slot.axis("off")
+    legend_slot.legend(handles=handles, fontsize=8, loc="center", ncol=2)
+    for ax in slots[len(etas) + 1:]:
+        ax.axis("off")
+    fig.suptitle("Threshold-percentile sweep: error against cost, per fleet fraction", fontsize=10)
+    writer.save(fig, "threshold_sweep")
 
 
-def _selector_figure(plt: Any, save: Any, families: Any) -> None:
-    """Family error against worst-group directional KL and against Cohen's d."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+def _selector_figure(writer: Any, families: Any, colours: dict[str, Any]) -> None:
+    """Family error against worst-group directional KL and against Cohen's d (one colour per family)."""
+    fig, axes = writer.plt.subplots(1, 2, figsize=(11, 4))
     for ax, column, label in [(axes[0], "worst_kl", "worst-group KL(p_good || p_bad)"),
                               (axes[1], "cohens_d", "Cohen's d (mean over groups)")]:
-        ax.scatter(families[column], _finite(families.mean_error))
         for _, row in families.iterrows():
-            ax.annotate(row.family, (row[column], _finite([row.mean_error])[0]), fontsize=8)
+            _plot(ax, [row[column]], [row.mean_error], color=colours[row.family], ls="none", label=row.family)
         ax.set_yscale("log")
         ax.set_xlabel(label)
         ax.set_ylabel("family mean |r - 1|")
     axes[0].set_title("directional KL against downstream error", fontsize=10)
     axes[1].set_title("Cohen's d against downstream error", fontsize=10)
-    save(fig, "selector_kl_vs_cohens_d")
+    _undefined_legend(axes[1], fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    writer.save(fig, "selector_kl_vs_cohens_d")
 
 
 # ---------------------------------------------------------------------------------------- report
