@@ -63,3 +63,20 @@ def figure_problems(fig, name):
             if box_a.overlaps(box_b):
                 problems.append(f"{name}: {a!r} overlaps {b!r}")
     return problems
+
+
+def check_every_figure(monkeypatch):
+    """Make every figure a report saves go through :func:`figure_problems` first; returns the lists
+    the problems and the saved names are collected in."""
+    from scarce.reporting import figures
+
+    problems, seen = [], []
+    original = figures.FigureWriter.save
+
+    def checked(self, fig, name):
+        problems.extend(figure_problems(fig, name))
+        seen.append(name)
+        original(self, fig, name)
+
+    monkeypatch.setattr(figures.FigureWriter, "save", checked)
+    return problems, seen

@@ -68,22 +68,13 @@ def test_the_html_report_is_self_contained(finished_run):
 
 
 def test_every_figure_passes_the_checklist(finished_run, tmp_path, monkeypatch):
-    from report_checks import figure_problems
+    from report_checks import check_every_figure
 
     from scarce.applications.vision.analysis import head_to_head, rank_rulers, result_rows
     from scarce.experiments.store import ResultStore
-    from scarce.reporting import figures
     from scarce.reporting.vision import write_figures
 
-    problems, seen = [], []
-    original = figures.FigureWriter.save
-
-    def checked(self, fig, name):
-        problems.extend(figure_problems(fig, name))
-        seen.append(name)
-        original(self, fig, name)
-
-    monkeypatch.setattr(figures.FigureWriter, "save", checked)
+    problems, seen = check_every_figure(monkeypatch)
     frame = result_rows(ResultStore.open(finished_run))
     write_figures(frame, rank_rulers(frame), head_to_head(frame), tmp_path)
     assert len(seen) >= 4 and not problems, problems

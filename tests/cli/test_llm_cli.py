@@ -123,19 +123,10 @@ def test_embed_input_options_are_checked_before_any_work(tmp_path, args, message
 
 
 def test_every_llm_report_figure_passes_the_checklist(tmp_path, llm_corpus, monkeypatch):
-    from report_checks import figure_problems
+    from report_checks import check_every_figure
 
-    from scarce.reporting import figures
 
-    problems, seen = [], []
-    original = figures.FigureWriter.save
-
-    def checked(self, fig, name):
-        problems.extend(figure_problems(fig, name))
-        seen.append(name)
-        original(self, fig, name)
-
-    monkeypatch.setattr(figures.FigureWriter, "save", checked)
+    problems, seen = check_every_figure(monkeypatch)
     corpus = write_corpus(llm_corpus, tmp_path / "corpus.parquet")
     result = invoke("sweep", "--corpus", corpus, "--run-dir", tmp_path / "run", "--preset", "tiny",
                     "--executor", "serial", "--set", "n_runs=3")
