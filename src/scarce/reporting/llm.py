@@ -212,6 +212,16 @@ THRESHOLD_COLUMNS = [("family", "family", ""), ("percentile", "percentile", "d")
                      ("benign_mass", "benign leakage P_b", ".3f"), ("leakage_bias", "(1-eta)/eta P_b/P_h", ".3g")]
 
 
+def _selector_ties(selectors: Any) -> str:
+    """A sentence when several selectors share the best rho (then their order in the table says nothing)."""
+    if "rho" not in selectors or selectors.empty:
+        return ""
+    best = selectors.rho.max()
+    tied = int((selectors.rho == best).sum())
+    return (f" {tied} of the {len(selectors)} selectors share the best rho ({best:.2f}): their order among "
+            "themselves carries no information." if tied > 1 else "")
+
+
 def check_output_dir(path: str | Path, what: str = "output directory", *, create: bool = True) -> Path:
     """Check that ``path`` can be an output directory (and create it); returns it as a Path.
 
@@ -294,7 +304,7 @@ def write_report(tables: dict[str, Any], out_dir: str | Path) -> Path:
                   "rho: Spearman between the oriented selector value and the negative family error "
                   "(> 0: agreement). p: asymptotic; p perm.: exact permutation over the families "
                   "(pre-specified positive direction). LOFO / LOGO: leave-one-family-out and "
-                  "leave-one-group-out minima of rho."]
+                  "leave-one-group-out minima of rho." + _selector_ties(selectors)]
     if not transfer.empty:
         parts += ["", f"## Transfer to {config['transfer_method']}", "",
                   *markdown_table(transfer, TRANSFER_COLUMNS), "",

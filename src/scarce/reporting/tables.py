@@ -137,8 +137,10 @@ def print_llm_tables(tables: dict) -> None:  # type: ignore[type-arg]
         ]))
     selectors = tables.get("selectors")
     if selectors is not None and len(selectors):
-        console.print(_frame_table(selectors.head(8), "Selector robustness (top 8 of "
-                                   f"{len(selectors)}; all in the report)", [
+        top = selectors.head(8)
+        tied = int((selectors.rho == top.rho.iloc[0]).sum()) if "rho" in selectors else 0
+        note = f"; {tied} share the top rho {top.rho.iloc[0]:.2f}" if tied > 1 else ""
+        console.print(_frame_table(top, f"Selector robustness (top 8 of {len(selectors)}{note}; all in the report)", [
             ("metric", "metric", ""), ("aggregation", "aggr.", ""), ("rho", "rho", ".2f"), ("p", "p", ".3f"),
             ("p_permutation", "p perm.", ".3f"), ("lofo_min", "LOFO min", ".2f"), ("logo_min", "LOGO min", ".2f"),
         ]))

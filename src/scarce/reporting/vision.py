@@ -191,6 +191,22 @@ _DEFINITIONS = (
     "defined above. *level jumps*: AMLS's jumps to the failure threshold when a level stalls.")
 
 
+def _surprises(table: Any) -> str:
+    """A sentence for each method whose numbers would puzzle a reader without one."""
+    notes = []
+    for _, row in table.iterrows():
+        ratio = row.mean_p / row.smc_mean_p if row.smc_mean_p > 0 else float("nan")
+        if row.median_rel_err >= 0.99 and row.fn > 0:
+            notes.append(f"{row['name']}: a median relative error of {row.median_rel_err:.3f} means at least half "
+                         f"its runs returned 0 (no failure found)"
+                         + (f", while a few large estimates pull its mean to {ratio:.2f} x the truth's"
+                            if ratio == ratio and ratio > 1.5 else "") + ".")
+        elif ratio == ratio and not 0.5 <= ratio <= 2.0:
+            notes.append(f"{row['name']}: its mean estimate is {ratio:.2f} x the truth's mean, driven by a few runs "
+                         f"far from it (see the relative-error figure).")
+    return "".join(n + " " for n in notes)
+
+
 def _jumps_sentence(frame: Any) -> str:
     """What the level-jump column holds, for the methods this run has."""
     if not (frame.method == "amls").any():
@@ -227,7 +243,7 @@ def write_report(frame: Any, ranking: Any, table: Any, out_dir: str | Path, *,
                   f"misclassification (exact terminal event) and never jumps a level, so each of its positive "
                   f"estimates rests on misclassified inputs it found; a probability below about 1/{n_smc:,} is "
                   f"invisible to that Monte Carlo. "
-                  + _jumps_sentence(frame)
+                  + _jumps_sentence(frame) + _surprises(table)
                   + "Runs that stopped at the level limit without a failure report 0 and are flagged `max_levels`.",
                   "", _DEFINITIONS]
     parts += ["", "## Figures", ""]

@@ -139,4 +139,9 @@ def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -
         + (f", seeds with at least {preset.min_truth_failures} failures in it" if preset.min_truth_failures else ""))
     context.update({"screening seeds": outcome["screen_seeds"], "held-out seeds": outcome["eval_seeds"],
                     "top rulers": ", ".join(outcome["top_rulers"]), "task errors": len(outcome["errors"])})
+    if outcome["errors"]:  # the failed tasks are named, each with the first line of its error
+        context["failed tasks"] = "; ".join(
+            f"{key} ({record.get('type', 'error')}: {str(record.get('message', '')).splitlines()[0][:120] if record.get('message') else ''})"
+            for key, record in sorted(outcome["errors"].items())[:20]) + (
+            f"; and {len(outcome['errors']) - 20} more" if len(outcome["errors"]) > 20 else "")
     return context
