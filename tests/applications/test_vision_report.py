@@ -78,3 +78,16 @@ def test_every_figure_passes_the_checklist(finished_run, tmp_path, monkeypatch):
     frame = result_rows(ResultStore.open(finished_run))
     write_figures(frame, rank_rulers(frame), head_to_head(frame), tmp_path)
     assert len(seen) >= 4 and not problems, problems
+
+
+def test_a_damaged_task_file_is_left_out_and_named(tmp_path, finished_run):
+    import shutil
+
+    damaged_run = tmp_path / "damaged"
+    shutil.copytree(finished_run, damaged_run)
+    victim = sorted((damaged_run / "tasks").glob("eval-*.json"))[0]
+    victim.write_text(victim.read_text()[:50])
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(damaged_run)])
+    assert result.exit_code == 0, result.output
+    report = (damaged_run / "report" / "report.md").read_text()
+    assert "unreadable task files" in report and victim.name in report

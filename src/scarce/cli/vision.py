@@ -130,7 +130,20 @@ def _vision_report(store, context, run_dir) -> None:  # type: ignore[no-untyped-
     from scarce.reporting.tables import print_vision_tables
     from scarce.reporting.vision import write_report
 
-    frame = result_rows(store)
+    import warnings
+
+    from scarce.experiments.store import CorruptResultWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CorruptResultWarning)
+        frame = result_rows(store)
+    damaged = [str(w.message).split(" is corrupted")[0].removeprefix("result file ")
+               for w in caught if issubclass(w.category, CorruptResultWarning)]
+    if damaged:  # the report renders what exists and says what it could not read
+        context = {**context, "unreadable task files (left out; rerun scarce vision to recompute them)":
+                   f"{len(damaged)}: " + ", ".join(Path(d).name for d in damaged[:20])}
+        for path in damaged:
+            typer.echo(f"warning: {path} is damaged and left out of the report", err=True)
     ranking, table = rank_rulers(frame), head_to_head(frame)
     report = write_report(frame, ranking, table, Path(run_dir) / "report", context=context)
     print_vision_tables(ranking, table)
@@ -152,6 +165,8 @@ def report(run_dir: str = typer.Option("runs/vision-quick", help="A finished run
         if not isinstance(stored, dict) or "context" not in stored:
             raise ScarceError(f"{run_dir!r} holds no finished vision run ({FINISHED} is written when every task has "
                               f"finished without an error); run scarce vision with the same settings to finish it")
+        if store.errors():  # a rerun after finishing recorded errors: the report says so
+            stored["context"]["task errors"] = len(store.errors())
     except ScarceError as exc:
         fail(str(exc), exc)
     except (OSError, ValueError) as exc:
