@@ -73,11 +73,13 @@ FINISHED = "finished.json"
 
 
 def _finished(run_dir: str, config: dict) -> Optional[dict]:  # type: ignore[type-arg]
-    """The stored report context of a run of ``config`` that finished without errors, or None."""
+    """The stored report context of a run of ``config`` that finished without errors and whose
+    every task file is still there and readable, or None (then the run resumes and recomputes)."""
     import json
+    import warnings
     from pathlib import Path
 
-    from scarce.experiments.store import config_fingerprint
+    from scarce.experiments.store import ResultStore, config_fingerprint
 
     path = Path(run_dir) / FINISHED
     try:
@@ -86,6 +88,11 @@ def _finished(run_dir: str, config: dict) -> Optional[dict]:  # type: ignore[typ
         return None
     if not isinstance(stored, dict) or stored.get("fingerprint") != config_fingerprint(config):
         return None
+    store = ResultStore(run_dir, config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the run that follows says which file is damaged
+        if any(store.load(key) is None for key in stored.get("keys") or ()):
+            return None
     return stored.get("context")
 
 
@@ -109,9 +116,10 @@ def _run_protocol(chosen, run_dir, data_dir, device, executor, dask, scheduler, 
         with stage_progress() as progress:
             outcome = VisionRun(chosen, Path(run_dir), built, progress=progress, executor=pool, store=store).run()
     context = report_context(chosen, built.info, outcome)
-    if not outcome["errors"]:
+    if not outcome["errors"]:  # the task keys too: a file removed or damaged later makes the run unfinished
         atomic_write_text(Path(run_dir) / FINISHED, json.dumps(
-            {"fingerprint": config_fingerprint(chosen.config()), "context": context}, indent=1, default=str))
+            {"fingerprint": config_fingerprint(chosen.config()), "context": context, "keys": store.keys()},
+            indent=1, default=str))
     return store, context
 
 
