@@ -115,3 +115,24 @@ def jbb(tmp_path):
     write_behaviors(root, "benign", ["Write a poem", "Bake, then eat"])
     write_behaviors(root, "harmful", ["goal 0", "goal 1", "goal 2"])
     return root
+
+
+# -- one tiny vision run shared by the tests that read or resume it ------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_vision_run(tmp_path_factory):
+    """``scarce vision --preset tiny`` run once: ``(run directory, the command's output)``.
+
+    Tests that change the run work on a copy (``shutil.copytree``, which keeps the files' times).
+    """
+    pytest.importorskip("torch")
+    pytest.importorskip("mlxtend")
+    from typer.testing import CliRunner
+
+    from scarce.cli import app
+
+    run_dir = tmp_path_factory.mktemp("tiny-vision") / "run"
+    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    return run_dir, result.output

@@ -61,12 +61,14 @@ def test_margin_subset_simulation_agrees_with_monte_carlo(tiny_classifier):
     assert abs(mean - mc.probability) < 4 * math.hypot(se_ss, se_mc)
 
 
-def test_cli_tiny_preset_runs_end_to_end_and_resumes(tmp_path):
+def test_cli_tiny_preset_runs_end_to_end_and_resumes(tmp_path, tiny_vision_run):
+    import shutil
+
+    finished, output = tiny_vision_run
     run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
     runner = CliRunner()
-    first = runner.invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir)])
-    assert first.exit_code == 0, first.output
-    assert "Step 2" in first.output and "AMLS" in first.output and "report:" in first.output
+    assert "Step 2" in output and "AMLS" in output and "report:" in output
     report = run_dir / "report" / "report.md"
     text = report.read_text()
     assert "Step 1" in text and "figures/step2_relative_error.png" in text
