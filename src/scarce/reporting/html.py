@@ -2,8 +2,9 @@
 
 ``report/index.html`` opens anywhere without its folder: each figure is a PNG data URI, each
 table carries the heading it sits under as its caption and sorts by a column when its header
-is clicked, and the page opens with the report's own summary followed by the run's provenance
-(date, git commit, versions). The Markdown report beside it stays the source of the text.
+is clicked, and the page opens with the provenance of the report (date, git commit, versions)
+and then the report's own summary of what was run. The Markdown report beside it stays the
+source of the text.
 """
 
 from __future__ import annotations
@@ -88,11 +89,15 @@ def write_html(markdown_path: str | Path, title: str, *, provenance: dict[str, A
     body = _captions(_embed_figures(body, source.parent))
     facts = {"written": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              **(provenance or {})}
-    footer = "".join(f"<li><b>{html.escape(str(k))}</b>: {html.escape(str(v))}</li>" for k, v in facts.items())
+    items = "".join(f"<li><b>{html.escape(str(k))}</b>: {html.escape(str(v))}</li>" for k, v in facts.items())
+    provenance_block = f'<ul class="provenance">{items}</ul>'
+    # the run's date and commit open the page, under its title, before the report's own summary
+    body = re.sub(r"(</h1>)", lambda m: m.group(1) + provenance_block, body, count=1) if "</h1>" in body \
+        else provenance_block + body
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>\n{body}\n"
-            f"<h2>Provenance</h2><ul class=\"provenance\">{footer}</ul>\n<script>{_SORT}</script></body></html>\n")
+            f"<script>{_SORT}</script></body></html>\n")
     path = source.parent / "index.html"
     atomic_write_text(path, page)
     return path
