@@ -93,3 +93,16 @@ def test_a_damaged_task_file_is_left_out_and_named(tmp_path, finished_run):
     assert result.exit_code == 0, result.output
     report = (damaged_run / "report" / "report.md").read_text()
     assert "unreadable task files" in report and victim.name in report
+
+
+def test_a_removed_task_file_is_named_by_the_report_command(tmp_path, finished_run):
+    import shutil
+
+    lost_run = tmp_path / "lost"
+    shutil.copytree(finished_run, lost_run)
+    victim = sorted((lost_run / "tasks").glob("eval-*.json"))[-1]
+    victim.unlink()
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(lost_run)])
+    assert result.exit_code == 0, result.output
+    report = (lost_run / "report" / "report.md").read_text()
+    assert "missing task files" in report and victim.stem in report

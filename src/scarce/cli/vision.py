@@ -175,6 +175,10 @@ def report(run_dir: str = typer.Option("runs/vision-quick", help="A finished run
                               f"finished without an error); run scarce vision with the same settings to finish it")
         if store.errors():  # a rerun after finishing recorded errors: the report says so
             stored["context"]["task errors"] = len(store.errors())
+        missing = sorted(set(stored.get("keys") or ()) - set(store.keys()))
+        if missing:  # task files removed since the run finished: named, and the report renders the rest
+            stored["context"]["missing task files (rerun scarce vision to recompute them)"] = (
+                f"{len(missing)}: " + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else ""))
     except ScarceError as exc:
         fail(str(exc), exc)
     except (OSError, ValueError) as exc:
