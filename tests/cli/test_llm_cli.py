@@ -132,3 +132,18 @@ def test_every_llm_report_figure_passes_the_checklist(tmp_path, llm_corpus, monk
                     "--executor", "serial", "--set", "n_runs=3")
     assert result.exit_code == 0, result.output
     assert set(seen) == {"accuracy", "threshold_sweep", "selector_kl_vs_cohens_d"} and not problems, problems
+
+
+def test_a_report_names_the_cells_it_lacks(tmp_path, llm_corpus):
+    corpus = write_corpus(llm_corpus, tmp_path / "corpus.parquet")
+    run_dir = tmp_path / "run"
+    assert invoke("sweep", "--corpus", corpus, "--run-dir", run_dir, "--preset", "tiny", "--executor", "serial",
+                  "--set", "n_runs=2").exit_code == 0
+    cells = sorted((run_dir / "tasks").glob("cell-*.json"))
+    cells[0].unlink()
+    cells[1].write_text(cells[1].read_text()[:30])
+    result = invoke("report", "--run-dir", run_dir)
+    assert result.exit_code == 0, result.output
+    text = (run_dir / "report" / "report.md").read_text()
+    assert "cells missing or unreadable** (2 of the grid" in text
+    assert cells[0].stem in text and cells[1].stem in text

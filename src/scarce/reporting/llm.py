@@ -268,6 +268,10 @@ def _summary_lines(tables: dict[str, Any]) -> list[str]:
              f"separation AUC " + ", ".join(f"{f} {a:.3f}" for f, a in info['fit_auc'].items()),
              f"* **cells**: {len(cells)} finished; {config['n_runs']} cascade runs each; "
              f"N = {config['n_samples']:,}; p0 = {config['level_probability']}"]
+    missing = tables.get("missing") or []
+    if missing:  # the report renders what exists and names what it lacks
+        parts.append(f"* **cells missing or unreadable** ({len(missing)} of the grid; rerun `scarce llm sweep` to "
+                     f"compute them): " + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else ""))
     if info.get("skipped_groups"):
         parts.append("* **skipped groups** (no jailbreak, so p_ref = 0): " + "; ".join(
             f"{g} ({why})" for g, why in info["skipped_groups"].items()))

@@ -251,6 +251,7 @@ def analyse(store: Any, *, seed: int = 0) -> dict[str, Any]:
     """Every table of a sweep's report from its store alone (``seed`` drives the selector bootstrap).
 
     Returns a dict with the ``config``, the set-up's ``info`` and ``groups``, the ``cells`` frame,
+    the store keys of the grid's cells that are ``missing`` (never written, or unreadable),
     its ``main`` grid, and the ``families``, ``selectors``, ``transfer``, ``headline``,
     ``n_sweep`` and ``thresholds`` tables.
 
@@ -259,6 +260,7 @@ def analyse(store: Any, *, seed: int = 0) -> dict[str, Any]:
     ScarceError
         The store holds no finished set-up, or no finished cell.
     """
+    from scarce.applications.llm.sweep import expected_cell_keys
     from scarce.errors import ScarceError
 
     config = store.config
@@ -269,7 +271,9 @@ def analyse(store: Any, *, seed: int = 0) -> dict[str, Any]:
     if cells.empty:
         raise ScarceError(f"{str(store.root)!r} holds no finished cell yet; run 'scarce llm sweep' first")
     families = family_table(cells, setup, config)
-    return {"config": config, "info": setup["info"], "groups": setup["groups"], "cells": cells,
+    expected = expected_cell_keys(config, setup["groups"])
+    missing = sorted(expected - set(cells.key)) if expected is not None else []
+    return {"config": config, "info": setup["info"], "groups": setup["groups"], "cells": cells, "missing": missing,
             "main": main_cells(cells, config), "families": families,
             "selectors": selector_table(families, setup, seed=seed), "transfer": transfer_table(cells),
             "headline": headline(cells, families, config), "n_sweep": n_sweep_table(cells, config),

@@ -453,6 +453,34 @@ def _cell_task(task: dict[str, Any], setup: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def grid_cells(cfg: SweepConfig, groups: list[str]) -> list[tuple[str, str, int, str, float, int]]:
+    """Every cell of a sweep's grid as ``(stage, family, percentile, group, eta, N)``: the main grid,
+    the N sweep and the transfer."""
+    cells = [("main", family, p, group, eta, cfg.n_samples)
+             for family, p in cfg.variants() for group in groups for eta in cfg.etas]
+    cells += [("nsweep", family, cfg.n_grid_percentile, group, eta, n)
+              for family in cfg.families for group in groups for eta in cfg.etas for n in cfg.n_grid]
+    if cfg.transfer_method:
+        for variant in cfg.transfer_variants:
+            family, p = _split_variant(variant)
+            if family in cfg.families:
+                cells += [("transfer", family, p, cfg.transfer_method, eta, cfg.n_samples) for eta in cfg.transfer_etas]
+    return cells
+
+
+def expected_cell_keys(config: dict[str, Any], groups: list[str]) -> set[str] | None:
+    """The store keys a finished sweep of ``config`` (a stored ``config.json``) holds, or None when
+    the stored configuration is not one this version can rebuild."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(SweepConfig)}
+    try:
+        cfg = SweepConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k in names})
+    except (ScarceError, TypeError, ValueError):
+        return None
+    return {_cell_key("cell" if stage != "transfer" else "transfer", *rest) for stage, *rest in grid_cells(cfg, groups)}
+
+
 @dataclass
 class LLMSweep:
     """An LLM sweep over a run directory: set-up, the main grid, the ``N`` sweep and the transfer.
@@ -517,22 +545,8 @@ class LLMSweep:
                                   "rename the groups so that they differ after '/' -> '~'")
             cells.setdefault(key, task)
 
-        for family, p in cfg.variants():
-            for group in setup["groups"]:
-                for eta in cfg.etas:
-                    add("main", family, p, group, eta, cfg.n_samples)
-        for family in cfg.families:
-            for group in setup["groups"]:
-                for eta in cfg.etas:
-                    for n in cfg.n_grid:
-                        add("nsweep", family, cfg.n_grid_percentile, group, eta, n)
-        if cfg.transfer_method:
-            for variant in cfg.transfer_variants:
-                family, p = _split_variant(variant)
-                if family not in cfg.families:
-                    continue
-                for eta in cfg.transfer_etas:
-                    add("transfer", family, p, cfg.transfer_method, eta, cfg.n_samples)
+        for cell in grid_cells(cfg, setup["groups"]):
+            add(*cell)
         return cells
 
     def run(self) -> dict[str, Any]:
