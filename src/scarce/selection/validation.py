@@ -283,9 +283,10 @@ def validate_selector(values: GroupValues, errors: Mapping[Hashable, float], *, 
 
 
 def selector_robustness(
-    scores: Mapping[Hashable, Mapping[Hashable, tuple[ArrayLike, ArrayLike]]],
+    scores: Mapping[Hashable, Mapping[Hashable, tuple[ArrayLike, ArrayLike]]] | None,
     errors: Mapping[Hashable, float], *, metrics: Sequence[str] | None = None,
-    aggregations: Sequence[str] = AGGREGATIONS, seed: SeedLike = None, **options: Any,
+    aggregations: Sequence[str] = AGGREGATIONS, seed: SeedLike = None,
+    values: Mapping[str, Mapping[Hashable, Mapping[Hashable, float]]] | None = None, **options: Any,
 ) -> list[SelectorValidation]:
     """The paper's "Selector robustness" table: every metric x aggregation, best rho first.
 
@@ -300,6 +301,9 @@ def selector_robustness(
     aggregations : sequence of {"worst", "mean"}
     seed : int, Generator, SeedSequence or None
         One seed is drawn from it and used by every row, so rows differ only by their metric.
+    values : mapping metric -> family -> group -> value, optional
+        The metrics already computed (:func:`metric_values`, e.g. stored with a run); then
+        ``scores`` is not read and may be None.
     **options
         ``level``, ``n_resamples``, ``n_permutations`` for :func:`validate_selector`; the other
         keywords go to the density estimate.
@@ -312,7 +316,13 @@ def selector_robustness(
     names = list(metrics) if metrics is not None else list(available_metrics())
     keys = ("level", "n_resamples", "n_permutations")
     validation = {k: options.pop(k) for k in keys if k in options}
-    table = metric_values(scores, names, **options)
+    if values is None:
+        table = metric_values(scores, names, **options)
+    else:
+        missing = [m for m in names if m not in values]
+        if missing:
+            raise ScarceError(f"values lacks the metric(s) {missing}; give them or leave values out")
+        table = {m: {f: dict(g) for f, g in values[m].items() if f in errors} for m in names}
     row_seed = None if seed is None else int(as_generator(seed).integers(2**63))
     rows = [validate_selector(table[m], errors, metric=m, how=how, seed=row_seed, **validation)
             for m in names for how in aggregations]

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from scarce.applications.llm.sweep import expected_cell_keys, selector_scores
 from scarce.selection.bias import leakage_relative_bias
 
 __all__ = ["analyse", "cell_rows", "family_table", "headline", "main_cells", "n_sweep_table", "selector_scores",
@@ -135,23 +136,6 @@ def main_cells(cells: Any, config: dict[str, Any], min_eta: float | None = None)
     return part
 
 
-def selector_scores(setup: dict[str, Any]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """``family -> group -> (good, bad)`` score samples from the stored set-up.
-
-    ``good`` is the benign records plus the group's non-jailbroken records, ``bad`` the group's
-    jailbreaks (the score distributions the fleet at small ``eta`` actually mixes).
-    """
-    out: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
-    for family, by_group in setup["group_scores"].items():
-        benign = np.asarray(setup["benign"][family], float)
-        out[family] = {}
-        for group, scores in by_group.items():
-            scores = np.asarray(scores, float)
-            labels = np.asarray(setup["group_labels"][group], bool)
-            out[family][group] = (np.concatenate([benign, scores[~labels]]), scores[labels])
-    return out
-
-
 def family_table(cells: Any, setup: dict[str, Any], config: dict[str, Any]) -> Any:
     """The ground-truth family ranking with worst-group directional KL and Cohen's d."""
     import pandas as pd
@@ -186,9 +170,10 @@ def selector_table(families: Any, setup: dict[str, Any], *, seed: int = 0) -> An
     if len(families) < 3 or not np.isfinite(families.mean_error).any():
         return pd.DataFrame()
     errors = dict(zip(families.family, families.mean_error, strict=True))
-    scores = {f: g for f, g in selector_scores(setup).items() if f in errors}
+    stored = setup.get("selector_metrics")  # computed once with the set-up (runs made since it was added)
+    scores = None if stored else {f: g for f, g in selector_scores(setup).items() if f in errors}
     rows = []
-    for v in selector_robustness(scores, errors, seed=seed):
+    for v in selector_robustness(scores, errors, seed=seed, values=stored or None):
         rows.append({"metric": v.metric, "formula": metric_spec(v.metric).formula,
                      "aggregation": v.aggregation, "rho": v.rho, "p": v.p_asymptotic,
                      "p_permutation": v.p_permutation,
@@ -260,7 +245,6 @@ def analyse(store: Any, *, seed: int = 0) -> dict[str, Any]:
     ScarceError
         The store holds no finished set-up, or no finished cell.
     """
-    from scarce.applications.llm.sweep import expected_cell_keys
     from scarce.errors import ScarceError
 
     config = store.config

@@ -333,6 +333,7 @@ def build_setup(corpus: Any, config: SweepConfig, *, log: Callable[[str], None] 
         "source": {"scores": {f: scores[f][source].tolist() for f in config.families},
                    "labels": labels[source].tolist()},
     }
+    payload["selector_metrics"] = _selector_metrics(payload)
     if config.transfer_method:
         target = group_mask(frame, config.transfer_method)
         if not labels[target].any():
@@ -341,6 +342,33 @@ def build_setup(corpus: Any, config: SweepConfig, *, log: Callable[[str], None] 
         payload["transfer"] = {"scores": {f: scores[f][target].tolist() for f in config.families},
                                "labels": labels[target].tolist(), "group": config.transfer_method}
     return payload
+
+
+def selector_scores(setup: dict[str, Any]) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """``family -> group -> (good, bad)`` score samples from the stored set-up.
+
+    ``good`` is the benign records plus the group's non-jailbroken records, ``bad`` the group's
+    jailbreaks (the score distributions the fleet at small ``eta`` actually mixes).
+    """
+    out: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    for family, by_group in setup["group_scores"].items():
+        benign = np.asarray(setup["benign"][family], float)
+        out[family] = {}
+        for group, scores in by_group.items():
+            scores = np.asarray(scores, float)
+            labels = np.asarray(setup["group_labels"][group], bool)
+            out[family][group] = (np.concatenate([benign, scores[~labels]]), scores[labels])
+    return out
+
+
+def _selector_metrics(payload: dict[str, Any]) -> dict[str, Any]:
+    """Every selector metric of every (family, group), computed once here so that a report rebuilt
+    from the store needs no density estimate (the values are the report's, computed earlier)."""
+    from scarce.selection import available_metrics, metric_values
+
+    values = metric_values(selector_scores(payload), list(available_metrics()))
+    return {m: {str(f): {str(g): float(v) for g, v in groups.items()} for f, groups in fams.items()}
+            for m, fams in values.items()}
 
 
 def _fit_rulers(Z: np.ndarray, labels: np.ndarray, fit: np.ndarray, config: SweepConfig,
