@@ -105,6 +105,8 @@ def test_a_hugging_face_style_output_with_logits_is_read():
     (dict(clip=(1, 0)), r"low < high"),
     (dict(noise="salt"), r"noise"),
     (dict(failure=3), r"failure must be 'misclassification'"),
+    (dict(scale=-0.1), r"scale must .*got -0.1"),
+    (dict(estimator=object()), r"estimator must have estimate\(problem, seed=...\)"),
 ])
 def test_bad_arguments_name_the_parameter_and_what_is_allowed(bad, message):
     with pytest.raises(ScarceError, match=message):
@@ -190,3 +192,14 @@ def test_harvest_reads_one_seed_sequence_twice_the_same_and_refuses_fractional_l
 def test_clip_given_as_a_string_is_refused():
     with pytest.raises(ScarceError, match="clip must be a \\(low, high\\) pair of numbers or None, got '05'"):
         sv.failure_probability(mlp(), X_MLP, clip="05", device="cpu")
+
+
+def test_a_noise_object_of_the_users_needs_only_apply():
+    class Shift:  # no name, scale or value range
+        latent_dim = 1
+
+        def apply(self, x0, u):
+            return x0[None, :] + 0.5 * u
+
+    result = sv.failure_probability(mlp(), X_MLP, noise=Shift(), n_samples=200, device="cpu")
+    assert result.problem.startswith("Shift label") and result.n_queries > 0

@@ -106,7 +106,7 @@ def _binned_kde(x: NDArray[np.float64], start: float, dx: float, size: int, h: f
     offsets = np.arange(-half, half + 1) * dx
     kernel = np.exp(-0.5 * (offsets / h) ** 2)
     # FFT convolution centred as scipy.signal.fftconvolve's mode="same", with numpy's FFT: a report
-    # is spared scipy.signal's import (which loads scipy.stats, about a second)
+    # is spared scipy.signal's import, which loads scipy.stats
     full = size + kernel.size - 1
     n_fft = 1 << (full - 1).bit_length()
     convolved = np.fft.irfft(np.fft.rfft(counts, n_fft) * np.fft.rfft(kernel, n_fft), n_fft)[:full]

@@ -33,7 +33,7 @@ import numpy as np
 from scarce.applications.vision.events import make_event
 from scarce.applications.vision.noise import CustomNoise, make_noise
 from scarce.applications.vision.problem import VisionModel, perturbation_problem
-from scarce.checks import check_positive_int
+from scarce.checks import check_in_interval, check_positive_int
 from scarce.errors import ScarceError, ScarceWarning
 from scarce.estimators import SubsetSimulation
 from scarce.results import EstimateResult
@@ -62,6 +62,7 @@ def vision_model(model: Any, input_shape: Sequence[int], *, features: str | None
 def _noise(noise: Any, scale: float, clip: tuple[float, float] | None, shape: tuple[int, ...]) -> Any:
     low, high = (-math.inf, math.inf) if clip is None else _pair(clip)
     if isinstance(noise, str):
+        check_in_interval("scale", scale, 0.0, math.inf, high_open=True)  # named as the caller passed it
         return make_noise(noise, scale, low=low, high=high)
     if hasattr(noise, "apply"):
         return noise
@@ -166,9 +167,16 @@ def failure_probability(
                                    event=make_event(failure))
     _check_ruler_width(score, engine_model, x, chosen, features)
     setup = engine_model.timer.points + 2  # the label pass, the width check and the two-input shape probe
-    estimator = SubsetSimulation(n_samples=n_samples) if estimator is None else estimator
+    estimator = SubsetSimulation(n_samples=n_samples) if estimator is None else _check_estimator(estimator)
     result = estimator.estimate(problem, seed=seed, **({} if callback is None else {"callback": callback}))
     return replace(result, info={**result.info, "setup_queries": setup})
+
+
+def _check_estimator(estimator: Any) -> Any:
+    if not callable(getattr(estimator, "estimate", None)):
+        raise ScarceError(f"estimator must have estimate(problem, seed=...) (e.g. scarce.SubsetSimulation(...) or "
+                          f"scarce.MonteCarlo(...)), got {type(estimator).__name__}")
+    return estimator
 
 
 @dataclass

@@ -29,13 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from scarce.applications.vision.problem import margin
 from scarce.errors import ScarceError
 
 __all__ = ["FailureEvent", "LogitsEvent", "Misclassification", "Targeted", "make_event"]
-
-
-def _others_max(logits: np.ndarray, cls: int) -> np.ndarray:
-    return np.delete(logits, cls, axis=1).max(axis=1)
 
 
 class FailureEvent:
@@ -44,6 +41,8 @@ class FailureEvent:
     name = "event"
     #: whether the flag can be read from a label-only classifier's decisions alone
     needs_logits = False
+    #: whether :meth:`margin` is defined (a user event without a score has none: its levels need a ruler)
+    has_margin = True
 
     def failed(self, logits: np.ndarray, label: int, predicted: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError
@@ -66,7 +65,7 @@ class Misclassification(FailureEvent):
         return decided != label
 
     def margin(self, logits: np.ndarray, label: int) -> np.ndarray:
-        return _others_max(logits, label) - logits[:, label]
+        return margin(logits, label)
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ class Targeted(FailureEvent):
         return decided == self.target
 
     def margin(self, logits: np.ndarray, label: int) -> np.ndarray:
-        return logits[:, self.target] - _others_max(logits, self.target)
+        return -margin(logits, self.target)  # l_t - max_{j != t} l_j
 
     def check(self, n_classes: int, label: int) -> None:
         if isinstance(self.target, bool) or not isinstance(self.target, (int, np.integer)) \
@@ -108,6 +107,10 @@ class LogitsEvent(FailureEvent):
     score: Callable[[np.ndarray], Any] | None = None
     name: str = "logits_event"
     needs_logits = True
+
+    @property
+    def has_margin(self) -> bool:  # type: ignore[override]
+        return self.score is not None
 
     def failed(self, logits: np.ndarray, label: int, predicted: np.ndarray | None = None) -> np.ndarray:
         flags = np.asarray(self.fn(logits))

@@ -273,8 +273,10 @@ def _score_function(score: Any, access: str = "logits", event: Any = None) -> tu
             return score, lambda out, label: np.zeros(out.logits.shape[0])
         if event is None:
             return score, lambda out, label: margin(out.logits, label)
-        if getattr(event, "score", False) is None:  # a user event without its own score
-            event.margin(np.zeros((1, 2)), 0)  # raises the event's own explanation
+        if not event.has_margin:
+            raise ScarceError(f"score='margin' is undefined for failure={event.name!r}, a user function of the "
+                              f"logits: give the event a score (LogitsEvent(fn, score=...)) or pass "
+                              f"score=<fitted ruler>")
         return score, lambda out, label: event.margin(out.logits, label)
     if not hasattr(score, "score_samples"):
         raise ScarceError(f"score must be 'margin' or a fitted ruler with score_samples, got "
@@ -316,6 +318,7 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
         score = score.for_group(label)
     score_name, score_fn = _score_function(score, getattr(model, "access", "logits"), event)
     dim = int(getattr(noise, "latent_dim", model.n_pixels))
+    how = _noise_label(noise)
 
     def transform(u: np.ndarray) -> np.ndarray:
         return noise.apply(x0, u)
@@ -326,10 +329,9 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
             return np.zeros(x.shape[0]), model.query_labels(x) != label
 
         return RareEventProblem(dim=dim, evaluate=evaluate_labels, transform=transform,
-                                name=name or f"{noise.name}({noise.scale:g}) label {label} [labels]")
+                                name=name or f"{how} label {label} [labels]")
     embed = record is not None or not isinstance(score, str)
     what = "" if event is None or event.name == "misclassification" else f" {event.name}"
-    how = noise.name if np.isnan(noise.scale) else f"{noise.name}({noise.scale:g})"
 
     def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = model.forward(x, label, embed=embed)
@@ -345,6 +347,12 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
                             name=name or f"{how} label {label}{what} [{score_name}]")
 
 
+def _noise_label(noise: Any) -> str:
+    """``gaussian(0.2)``; a noise of the user's without a name or scale by its class name."""
+    kind, scale = getattr(noise, "name", type(noise).__name__), float(getattr(noise, "scale", math.nan))
+    return kind if math.isnan(scale) else f"{kind}({scale:g})"
+
+
 def _check_seed(model: VisionModel, image: np.ndarray, label: int, noise: Any = None) -> tuple[np.ndarray, int]:
     """The seed image as flat float64 values in the noise's range ([0, 1] by default), and its
     label as an int (both checked)."""
@@ -352,7 +360,8 @@ def _check_seed(model: VisionModel, image: np.ndarray, label: int, noise: Any = 
     if x0.size != model.n_pixels:
         raise ScarceError(f"image must have {model.n_pixels} pixels {model.image_shape}, got "
                           f"shape {np.shape(image)}")
-    low, high = float(getattr(noise, "low", 0.0)), float(getattr(noise, "high", 1.0))
+    # a noise object of the user's without a declared range is not checked against one
+    low, high = float(getattr(noise, "low", -math.inf)), float(getattr(noise, "high", math.inf))
     if not np.all(np.isfinite(x0)) or x0.min() < low or x0.max() > high:
         raise ScarceError(f"image must hold finite values in the noise's range [{low:g}, {high:g}], got values in "
                           f"[{np.nanmin(x0):g}, {np.nanmax(x0):g}]; set the range (clip=(low, high), --clip low,high) "
