@@ -31,15 +31,38 @@ from scarce.selection import (
     selector_values,
     shared_grid_densities,
     spearman,
+    spearman_asymptotic_pvalue,
     validate_selector,
 )
 from scarce.selection.density import knn_kl_divergence
 
 
-def test_importing_selection_does_not_import_sklearn():
-    code = "import sys, scarce.selection; print('sklearn' in sys.modules)"
+def test_importing_selection_does_not_import_sklearn_or_scipy_stats():
+    code = "import sys, scarce.selection; print('sklearn' in sys.modules, 'scipy.stats' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mid_ranks_equal_scipy_rankdata_with_ties(seed):
+    from scarce.selection.ranking import _mid_ranks
+
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 4 + seed, size=(50, 3 + 2 * seed)).astype(float)  # many ties
+    x[0] = 1.0  # one row all tied
+    assert np.array_equal(_mid_ranks(x), stats.rankdata(x, axis=1))
+    assert np.array_equal(_mid_ranks(x[3]), stats.rankdata(x[3]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spearman_pvalue_equals_scipy(seed):
+    rng = np.random.default_rng(seed)
+    x, y = rng.normal(size=12), rng.normal(size=12)
+    y[:4] = x[:4]  # some dependence, some ties
+    y[5] = y[6]
+    expected = stats.spearmanr(x, y)
+    assert spearman(x, y) == pytest.approx(expected.statistic, rel=1e-12)
+    assert spearman_asymptotic_pvalue(x, y) == pytest.approx(expected.pvalue, rel=1e-9)
 
 
 N = 10_000

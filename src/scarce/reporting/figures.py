@@ -29,9 +29,17 @@ class FigureWriter:
         self.paths: dict[str, Path] = {}
 
     def save(self, fig: Any, name: str) -> None:
+        """Lay the figure out at the saving resolution and write it through an Agg canvas.
+
+        ``savefig`` after ``tight_layout`` would draw the whole figure twice (a layout pass, then
+        the picture) on top of the layout's own pass; printing the canvas draws it once.
+        """
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        fig.set_dpi(self.dpi)
         fig.tight_layout()
         path = self.out_dir / f"{name}.png"
-        fig.savefig(path, dpi=self.dpi)
+        FigureCanvasAgg(fig).print_png(path)
         self.plt.close(fig)
         self.paths[name] = path
 

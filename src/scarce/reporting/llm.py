@@ -147,12 +147,13 @@ def _threshold_figure(writer: Any, table: Any, colours: dict[str, Any]) -> None:
     fig, grid = writer.plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
     slots = list(grid.flat)
     for ax, eta in zip(slots, etas):
-        for family, part in table[table.eta == eta].groupby("family"):
+        panel = table[table.eta == eta]
+        for family, part in panel.groupby("family"):  # undefined errors: a triangle from _plot
             part = part.sort_values("percentile")
             _plot(ax, part.seconds * 1e3, part.error, color=colours.get(family), marker="", ls="-")
-            for _, row in part.iterrows():
-                _plot(ax, [row.seconds * 1e3], [row.error], color=colours.get(family), ls="none",
-                      marker=_PERCENTILE_MARKERS.get(int(row.percentile), "o"))
+        for percentile, part in panel[np.isfinite(panel.error.to_numpy(float))].groupby("percentile"):
+            ax.scatter(part.seconds * 1e3, part.error, c=[colours.get(f) for f in part.family], s=30,
+                       marker=_PERCENTILE_MARKERS.get(int(percentile), "o"), zorder=3)
         ax.set_yscale("log")
         ax.set_xlabel("ms per cascade run")
         ax.set_ylabel("mean |r - 1| over groups")
