@@ -51,6 +51,8 @@ def _named_layer(module: Any, name: str) -> Any:
 def as_logits(output: Any, n_inputs: int) -> Any:
     """The logits tensor in what a model returned (itself, its ``.logits``, or a tuple's first
     element), checked to be ``(n_inputs, n_classes)``."""
+    if type(output) is torch.Tensor and output.ndim == 2 and output.shape[0] == n_inputs and output.shape[1] >= 2:
+        return output  # the common case, checked
     logits = output if isinstance(output, torch.Tensor) else getattr(output, "logits", output)
     if isinstance(logits, (tuple, list)) and logits and isinstance(logits[0], torch.Tensor):
         logits = logits[0]

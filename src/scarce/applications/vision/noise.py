@@ -58,10 +58,13 @@ class Noise(Protocol):
     def apply(self, x0: np.ndarray, u: np.ndarray) -> np.ndarray: ...
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _check_pair(x0: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``x0`` flat, in ``u``'s precision (float32 latents give float32 images), and ``u`` checked."""
     u = np.asarray(u)
-    dtype = u.dtype if u.dtype in (np.float32, np.float64) else np.float64
+    dtype = u.dtype if u.dtype in _FLOATS else np.float64
     x0 = np.asarray(x0, dtype=dtype).reshape(-1)
     if u.ndim != 2 or u.shape[1] != x0.size:
         raise ScarceError(
@@ -80,9 +83,13 @@ def _check_range(low: float, high: float) -> None:
 
 
 def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
-    if math.isinf(low) and math.isinf(high):
-        return x
-    return np.clip(x, low, high, out=x)
+    """``clip(x, low, high)`` in place, as ``min(max(x, low), high)`` with the ufuncs themselves
+    (the values of :func:`numpy.clip`, without its dispatch); an infinite side is not clipped."""
+    if not math.isinf(low):
+        np.maximum(x, low, out=x)
+    if not math.isinf(high):
+        np.minimum(x, high, out=x)
+    return x
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,15 @@ class ForwardOutputs:
 
 
 def margin(logits: np.ndarray, label: int) -> np.ndarray:
-    """Logit margin ``max_{j != label} l_j - l_label`` per row (``> 0``: misclassified)."""
-    others = np.delete(logits, label, axis=1)
-    return others.max(axis=1) - logits[:, label]
+    """Logit margin ``max_{j != label} l_j - l_label`` per row (``> 0``: misclassified).
+
+    The other classes' maximum is taken with the label's column masked to ``-inf``: the same
+    values as deleting the column, for less work per call.
+    """
+    others = np.array(logits, dtype=np.float64)
+    own = others[:, label].copy()
+    others[:, label] = -np.inf
+    return others.max(axis=1) - own
 
 
 @dataclass
@@ -118,7 +124,7 @@ class VisionModel:
         if self.batch_size is None:
             self.batch_size = _CPU_BATCH if self.device == "cpu" else _GPU_BATCH
         check_positive_int("batch_size", self.batch_size)
-        if hasattr(self.classifier, "to"):
+        if hasattr(self.classifier, "to") and not _already_on(self.classifier, self.device):
             self.classifier.to(self.device)
         if self.head is not None and hasattr(self.head, "network"):
             self.head.network.to(self.device)
@@ -175,38 +181,52 @@ class VisionModel:
         start = time.perf_counter()
         if getattr(self.classifier, "training", True):  # eval mode (dropout off, batch-norm statistics fixed)
             self.classifier.eval()
+        n, size = x.shape[0], self.batch_size
         with torch.inference_mode():
-            parts = [self._pass(torch, x[lo:lo + self.batch_size], label, embed)
-                     for lo in range(0, x.shape[0], self.batch_size)]
-        self.timer.calls += 1
-        self.timer.points += x.shape[0]
-        self.timer.seconds += time.perf_counter() - start
-        if len(parts) == 1:
-            return ForwardOutputs(*parts[0])
-        return ForwardOutputs(*(np.concatenate(p) for p in zip(*parts)))
+            if n <= size:  # one pass, the common case
+                out = ForwardOutputs(*self._pass(torch, x, label, embed))
+            else:
+                parts = [self._pass(torch, x[lo:lo + size], label, embed) for lo in range(0, n, size)]
+                out = ForwardOutputs(*(np.concatenate(p) for p in zip(*parts)))
+        timer = self.timer
+        timer.calls += 1
+        timer.points += n
+        timer.seconds += time.perf_counter() - start
+        return out
 
     def _pass(self, torch: Any, x: np.ndarray, label: int, embed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One forward pass of at most ``batch_size`` inputs: logits, embedding and head inputs."""
-        batch = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        n = x.shape[0]
+        batch = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32).reshape(n, *self.image_shape))
+        on_cpu = self.device == "cpu"
         if self._dtype != torch.float32:  # a float64 or half-precision model gets inputs of its own precision
             batch = batch.to(self._dtype)
-        if self.device != "cpu":
+        if not on_cpu:
             batch = batch.to(self.device, non_blocking=True)
-        logits, features = self.classifier.logits_and_features(batch.reshape(-1, *self.image_shape))
+        logits, features = self.classifier.logits_and_features(batch)
         if logits.ndim != 2 or logits.shape[1] != self.n_classes:
             raise ScarceError(f"classifier returned logits of shape {tuple(logits.shape)}; expected "
                               f"(n, {self.n_classes}) for a {self.n_classes}-class problem")
+        host = logits.double() if on_cpu else logits.double().cpu()
         if not embed:
-            n = x.shape[0]
             if n > len(_NO_COLUMNS):
-                return logits.double().cpu().numpy(), np.zeros((n, 0)), np.zeros((n, 0), dtype=np.float32)
-            return logits.double().cpu().numpy(), _NO_COLUMNS[:n], _NO_FEATURES[:n]
+                return host.numpy(), np.zeros((n, 0)), np.zeros((n, 0), dtype=np.float32)
+            return host.numpy(), _NO_COLUMNS[:n], _NO_FEATURES[:n]
         inputs = self.head_inputs(features, label)
         embedding = features if self.head is None else self.head.transform_tensor(inputs)
-        return logits.double().cpu().numpy(), embedding.double().cpu().numpy(), inputs.cpu().numpy()
+        return host.numpy(), embedding.double().cpu().numpy(), inputs.cpu().numpy()
 
 
 ScoreFn = Callable[[ForwardOutputs, int], np.ndarray]
+
+
+def _already_on(classifier: Any, device: str) -> bool:
+    """Whether the classifier's module is on the CPU already, every parameter and buffer (then
+    ``.to(device)``, a walk over every submodule, is skipped)."""
+    module = getattr(classifier, "module", classifier)
+    if device != "cpu" or not (hasattr(module, "parameters") and hasattr(module, "buffers")):
+        return False
+    return all(t.device.type == "cpu" for t in (*module.parameters(), *module.buffers()))
 
 
 def _input_dtype(torch: Any, classifier: Any) -> Any:
