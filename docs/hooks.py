@@ -6,10 +6,16 @@ runnable examples as plain ``>>>`` lines (they run as doctests under pytest), Sp
 pages and to every docstring mkdocstrings renders, turns each run of ``>>>`` lines (through its
 outputs, up to a blank line) into a ``pycon`` code block without its ``# doctest:`` flags, a role
 into inline code (``~a.b.c`` shows ``c``), and a math directive into a display formula.
+
+Formulas (``\\( ... \\)`` inline, ``\\[ ... \\]`` displayed, as ``pymdownx.arithmatex`` marks
+them) are converted to MathML when the site is built (latex2mathml), so the pages show maths
+offline and load no script; browsers render MathML natively. A formula the converter cannot read
+(a syntax error, a command it does not know) fails the build, naming the page and the formula.
 """
 
 from __future__ import annotations
 
+import html
 import re
 
 from markdown import Extension
@@ -76,3 +82,25 @@ class DoctestBlocks(Extension):
 def on_config(config):  # noqa: ANN001, ANN201 - MkDocs hook signature
     config.markdown_extensions.append(DoctestBlocks())
     return config
+
+
+_FORMULA = re.compile(r'<(span|div) class="arithmatex">\\[(\[](.*?)\\[)\]]</\1>', re.S)
+
+
+def _mathml(match: re.Match[str], page: str) -> str:
+    from latex2mathml.converter import convert
+
+    tex = html.unescape(match.group(2)).strip()
+    try:
+        mathml = convert(tex, display="block" if match.group(1) == "div" else "inline")
+    except Exception as exc:  # noqa: BLE001 - reported with the page and the formula
+        raise ValueError(f"{page}: latex2mathml cannot convert the formula {tex!r}: {exc}") from exc
+    unknown = sorted(set(re.findall(r">(\\[A-Za-z]+)<", mathml)))  # the converter shows these as text
+    if unknown:
+        raise ValueError(f"{page}: latex2mathml does not know {', '.join(unknown)} in the formula {tex!r}")
+    # a hat as the modifier circumflex, not stretched: a stretched "^" needs a math font to draw
+    return mathml.replace("<mo>&#x0005E;</mo></mover>", '<mo stretchy="false">&#x002C6;</mo></mover>')
+
+
+def on_page_content(html_text, page, config, files):  # noqa: ANN001, ANN201, ARG001 - MkDocs hook signature
+    return _FORMULA.sub(lambda m: _mathml(m, page.file.src_uri), html_text)

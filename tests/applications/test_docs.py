@@ -80,6 +80,32 @@ def test_every_public_name_has_an_entry_in_the_api_reference(site):
     assert not missing, f"public names without an API entry: {missing}"
 
 
+def test_the_site_renders_its_maths_and_loads_nothing_from_the_network(site):
+    pages = list(site.rglob("*.html"))
+    leftover = [str(p.relative_to(site)) for p in pages if 'class="arithmatex"' in p.read_text()]
+    assert not leftover, f"formulas left as TeX (not converted to MathML): {leftover}"
+    assert (site / "concepts" / "index.html").read_text().count("<math") >= 20
+    remote = sorted({m for p in pages for m in re.findall(r'<(?:script|link)[^>]+(?:src|href)="(https?://[^"]+)"',
+                                                            p.read_text())})
+    assert not remote, f"the pages load scripts or styles from the network: {remote}"
+
+
+def test_a_formula_the_converter_cannot_read_names_its_page():
+    import importlib.util
+    import types
+
+    spec = importlib.util.spec_from_file_location("scarce_docs_hooks", REPO_ROOT / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = types.SimpleNamespace(file=types.SimpleNamespace(src_uri="concepts.md"))
+    html = module.on_page_content('<span class="arithmatex">\\(\\hat p_l\\)</span>', page, None, None)
+    assert "<math" in html and "&#x002C6;" in html
+    with pytest.raises(ValueError, match=r"concepts\.md: latex2mathml cannot convert the formula '\\\\left\( x'"):
+        module.on_page_content('<div class="arithmatex">\\[\\left( x\\]</div>', page, None, None)
+    with pytest.raises(ValueError, match=r"concepts\.md: latex2mathml does not know \\hatt in the formula"):
+        module.on_page_content('<span class="arithmatex">\\(\\hatt{p}\\)</span>', page, None, None)
+
+
 def _with_python(page: Path) -> bool:
     return any(not skipped for _, _, skipped in fenced_blocks(page, ("python",)))
 
