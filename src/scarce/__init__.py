@@ -18,7 +18,7 @@ from scarce.errors import (
     ScarceWarning,
     StalledLevelWarning,
 )
-from scarce.estimators import MonteCarlo, SubsetSimulation
+from scarce.estimators import AdaptiveMultilevelSplitting, MonteCarlo, SubsetSimulation
 from scarce.kernels import ConditionalSampling, ModifiedMetropolis, make_kernel
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics, LevelState
@@ -26,6 +26,7 @@ from scarce.results import EstimateResult, LevelDiagnostics, LevelState
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdaptiveMultilevelSplitting",
     "BudgetExhaustedWarning",
     "ConditionalSampling",
     "EstimateResult",

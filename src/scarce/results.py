@@ -311,7 +311,14 @@ class EstimateResult:
         return (lo, min(hi, 1.0))
 
     def _degrees_of_freedom(self) -> float | None:
-        """``G_eff - 1`` (at least 1) for the interval's ``t`` quantile; None without a lineage count."""
+        """``G_eff - 1`` (at least 1) for the interval's ``t`` quantile; None without a lineage count.
+
+        An estimator whose CoV comes from a few independent replicas states its degrees of freedom
+        itself (``info["cov_degrees_of_freedom"]``, ``R - 1``), and those are used.
+        """
+        stated = self.info.get("cov_degrees_of_freedom")
+        if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated >= 1:
+            return float(stated)
         lineages = self.info.get("failure_lineages")
         if not isinstance(lineages, int) or lineages <= 0:
             return None

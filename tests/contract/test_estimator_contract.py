@@ -22,6 +22,7 @@ CONFIGS = {
     "subset_simulation": {"n_samples": 500},
     "monte_carlo": {"n_samples": 50_000},
     "amls": {"n_samples": 200, "n_steps": 10, "initial_width": 0.5},
+    "splitting": {"n_samples": 200, "n_killed": 100, "n_steps": 3},
 }
 #: Rules that do not apply to a registered estimator (everything else must run and pass).
 SKIPPED = {"monte_carlo": ["budget_gives_flagged_partial_result"]}
@@ -161,7 +162,7 @@ def scratch_registry(monkeypatch):
 
 
 def test_the_registry_builds_each_estimator_by_name():
-    assert available_estimators() == ["amls", "monte_carlo", "subset_simulation"]
+    assert available_estimators() == ["amls", "monte_carlo", "splitting", "subset_simulation"]
     assert isinstance(make_estimator("subset_simulation"), SubsetSimulation)
     assert isinstance(make_estimator("monte_carlo", n_samples=10), MonteCarlo)
     assert make_estimator("amls", n_steps=3, target_acceptance=0.2).target_acceptance == 0.2  # keyword-only too
@@ -170,7 +171,7 @@ def test_the_registry_builds_each_estimator_by_name():
 
 def test_an_unknown_name_suggests_the_closest():
     with pytest.raises(ScarceError, match=r"unknown estimator 'amsl'\. Did you mean 'amls'\?.*Available: amls, "
-                                          r"monte_carlo, subset_simulation"):
+                                          r"monte_carlo, splitting, subset_simulation"):
         make_estimator("amsl")
     with pytest.raises(ScarceError, match="Did you mean 'subset_simulation'"):
         make_estimator("subset_simulaton")

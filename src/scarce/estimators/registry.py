@@ -9,6 +9,7 @@ name                        estimator
 ``"subset_simulation"``     :class:`~scarce.estimators.SubsetSimulation` (the library's own)
 ``"monte_carlo"``           :class:`~scarce.estimators.MonteCarlo` (crude Monte Carlo)
 ``"amls"``                  :class:`~scarce.estimators.AMLS` (the published AMLS baseline)
+``"splitting"``             :class:`~scarce.estimators.AdaptiveMultilevelSplitting` (unbiased)
 ==========================  ==============================================================
 
 :class:`~scarce.experiments.montecarlo.ChunkedMonteCarlo` (crude Monte Carlo over
@@ -25,7 +26,7 @@ its constructor only stores its parameters (they are validated by ``estimate``),
 Examples
 --------
 >>> available_estimators()
-['amls', 'monte_carlo', 'subset_simulation']
+['amls', 'monte_carlo', 'splitting', 'subset_simulation']
 >>> make_estimator("subset_simulation", n_samples=500).n_samples
 500
 """
@@ -45,6 +46,7 @@ ESTIMATORS: dict[str, str | type] = {
     "subset_simulation": "scarce.estimators.subset:SubsetSimulation",
     "monte_carlo": "scarce.estimators.montecarlo:MonteCarlo",
     "amls": "scarce.estimators.amls:AMLS",
+    "splitting": "scarce.estimators.splitting:AdaptiveMultilevelSplitting",
 }
 
 
@@ -113,7 +115,7 @@ def make_estimator(name: str, **params: Any) -> Any:
     >>> make_estimator("amsl")
     Traceback (most recent call last):
     ...
-    scarce.errors.ScarceError: unknown estimator 'amsl'. Did you mean 'amls'? Available: amls, monte_carlo, subset_simulation
+    scarce.errors.ScarceError: unknown estimator 'amsl'. Did you mean 'amls'? Available: amls, monte_carlo, splitting, subset_simulation
     >>> make_estimator("monte_carlo", n_sample=10)
     Traceback (most recent call last):
     ...

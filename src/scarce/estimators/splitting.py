@@ -1,0 +1,249 @@
+r"""Adaptive multilevel splitting, the generalised algorithm whose estimator is unbiased for any ``k``.
+
+``N`` particles start as independent draws of N(0, I). At each iteration the level ``Z`` is the
+``k``-th smallest effective score; **every** particle at or below it is killed (``K >= k`` of
+them: ties are counted, as in the generalised algorithm of Bréhier, Gazeau, Goudenège, Lelièvre
+and Rousset 2016), and each is replaced by a copy of a survivor drawn uniformly, which the
+kernel then moves ``T`` steps inside ``{score > Z}`` (all copies in one batched model call per
+step). The estimate is
+
+.. math:: \hat P = \prod_q \Bigl(1 - \frac{K_q}{N}\Bigr)\; \frac{\#\{n : X_n \in F\}}{N},
+
+taken when the level reaches the failure event. A particle that truly fails has score ``+inf``
+(the exact terminal event), so it is never killed, and the run ends when fewer than ``k``
+particles are still short of the failure. With exact resampling from the conditional law the
+estimator is unbiased for every ``N`` and ``k`` (Bréhier, Lelièvre and Rousset 2015); the
+kernel's ``T`` moves approach that law, as Subset Simulation's chains do.
+
+``k`` is the lever between the number of model calls in a row and their batch size: ``k = 1``
+is the "last particle" algorithm (``N ln(1/P)`` iterations of one particle each), ``k = (1 -
+p_0) N`` keeps a fraction ``p_0`` and is Subset Simulation's schedule with resampling. The
+number of iterations is about ``N ln(1/P) / k`` and each costs ``T K`` model calls.
+
+**Error estimate.** ``n_replicas`` independent runs (each with its own child seed) are averaged;
+the reported CoV is the replicas' standard error over their mean, and the interval uses
+Student's ``t`` with ``R - 1`` degrees of freedom. No formula of the algorithm is trusted for it:
+the moved copies stay correlated with their parents, which the idealised variance ignores.
+
+**Anytime-valid bound.** The average of unbiased nonnegative estimates has mean ``P``, so
+Markov's inequality gives ``P >= delta P_hat`` with probability at least ``1 - delta``
+(:meth:`~scarce.results.EstimateResult.envelope`, one step).
+
+References: Cérou and Guyader (2007), Stochastic Analysis and Applications 25(2); Bréhier,
+Lelièvre and Rousset (2015), ESAIM: P&S 19; Bréhier et al. (2016), Annals of Applied Probability
+26(6).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from scarce.checks import check_positive_int
+from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
+from scarce.estimators.base import CountedEvaluation, Estimator, build_result
+from scarce.estimators.chains import _move
+from scarce.kernels import ConditionalSampling, Kernel
+from scarce.levels import exceeds_budget
+from scarce.problem import RareEventProblem
+from scarce.results import EstimateResult, LevelDiagnostics
+from scarce.seeding import SeedLike
+
+__all__ = ["AdaptiveMultilevelSplitting"]
+
+
+class AdaptiveMultilevelSplitting(Estimator):
+    """Adaptive multilevel splitting (generalised, unbiased) with the exact terminal event.
+
+    Parameters
+    ----------
+    n_samples : int
+        ``N``, particles per replica (>= 2).
+    n_killed : int, optional
+        ``k`` in ``[1, N - 1]``: the level is the ``k``-th smallest score (more are killed on
+        ties). Default ``N // 2``.
+    n_steps : int
+        ``T``, kernel moves of each copy (>= 1).
+    n_replicas : int
+        ``R`` independent runs averaged (>= 2): their spread is the error estimate.
+    kernel : Kernel, optional
+        The move; :class:`~scarce.kernels.ConditionalSampling` by default.
+    max_iterations : int
+        Per replica; a replica that reaches it stops (flagged ``status="max_levels"``).
+    max_queries : int, optional
+        Query budget over all replicas; an iteration that would exceed it is not started and
+        the partial result is flagged ``status="budget"``.
+    """
+
+    method = "adaptive_multilevel_splitting"
+
+    def __init__(self, n_samples: int = 1000, n_killed: int | None = None, n_steps: int = 5, n_replicas: int = 4,
+                 kernel: Kernel | None = None, max_iterations: int = 100_000,
+                 max_queries: int | None = None) -> None:
+        self.n_samples = n_samples
+        self.n_killed = n_killed
+        self.n_steps = n_steps
+        self.n_replicas = n_replicas
+        self.kernel = kernel
+        self.max_iterations = max_iterations
+        self.max_queries = max_queries
+
+    def _validated(self) -> AdaptiveMultilevelSplitting:
+        n = check_positive_int("n_samples", self.n_samples, minimum=2)
+        k = n // 2 if self.n_killed is None else check_positive_int("n_killed", self.n_killed)
+        if not 1 <= k <= n - 1:
+            raise ScarceError(f"n_killed must be in [1, n_samples - 1] = [1, {n - 1}] (at least one particle "
+                              f"survives each iteration), got {self.n_killed!r}")
+        kernel = ConditionalSampling() if self.kernel is None else self.kernel
+        if not isinstance(kernel, Kernel):
+            raise ScarceError(f"kernel must be a scarce.kernels.Kernel, got {type(kernel).__name__}")
+        replicas = check_positive_int("n_replicas", self.n_replicas, minimum=2)
+        max_queries = None
+        if self.max_queries is not None:
+            max_queries = check_positive_int("max_queries", self.max_queries)
+            if max_queries < n * replicas:
+                raise ScarceError(f"max_queries must be at least n_samples * n_replicas = {n * replicas} (the "
+                                  f"first draws of every replica), got {self.max_queries}")
+        return AdaptiveMultilevelSplitting(n, k, check_positive_int("n_steps", self.n_steps), replicas, kernel,
+                                           check_positive_int("max_iterations", self.max_iterations), max_queries)
+
+    def estimate(self, problem: RareEventProblem, seed: SeedLike = None) -> EstimateResult:
+        """Estimate ``problem``'s failure probability: the mean of ``n_replicas`` independent runs."""
+        cfg, problem, rng = self._prepare(problem, seed)
+        start = time.perf_counter()
+        counted = CountedEvaluation(problem)
+        replicas: list[_Replica] = []
+        for index, child in enumerate(rng.spawn(cfg.n_replicas)):
+            budget = None if cfg.max_queries is None else cfg.max_queries - counted.n_queries
+            left = cfg.n_replicas - index - 1  # later replicas keep their first draws' share
+            replica = _Replica(cfg, counted, child, index,
+                               None if budget is None else budget - left * cfg.n_samples)
+            replica.run()
+            replicas.append(replica)
+        outcome = _combine(cfg, replicas, counted.n_queries, time.perf_counter() - start)
+        return build_result(self, problem.name, seed, outcome, n_samples=cfg.n_samples * cfg.n_replicas,
+                            interval="lognormal", info=_info(cfg, replicas))
+
+
+@dataclass
+class _Iteration:
+    level: float
+    killed: int
+    log_weight: float
+    n_failed: int
+    n_queries: int
+    acceptance: float
+    scale: float
+
+
+class _Replica:
+    """One run of the splitting algorithm on ``N`` particles."""
+
+    def __init__(self, cfg: AdaptiveMultilevelSplitting, counted: CountedEvaluation, rng: np.random.Generator,
+                 index: int, budget: int | None) -> None:
+        self.cfg, self.counted, self.rng, self.index, self.budget = cfg, counted, rng, index, budget
+        self.iterations: list[_Iteration] = []
+        self.status, self.log_weight, self.first_failed, self.n_failed = "max_levels", 0.0, 0, 0
+        self.queries = 0
+
+    def _evaluate(self, u: np.ndarray, step: int) -> np.ndarray:
+        where = f"in splitting replica {self.index}, iteration {len(self.iterations) + 1}" + (f", move {step}" if step else "")
+        before = self.counted.n_queries
+        scores = self.counted.effective(u, where)
+        self.queries += self.counted.n_queries - before
+        return scores
+
+    def run(self) -> None:
+        cfg, rng = self.cfg, self.rng
+        n, k = cfg.n_samples, cfg.n_killed
+        u = rng.standard_normal((n, self.counted.problem.dim))
+        score = self._evaluate(u, 0)
+        self.first_failed = int(np.isposinf(score).sum())
+        scale = cfg.kernel.initial_scale
+        for _ in range(cfg.max_iterations):
+            level = float(np.partition(score, k - 1)[k - 1])
+            if math.isinf(level):  # fewer than k particles short of the failure: the last level
+                self.status = "converged"
+                break
+            killed = score <= level
+            n_killed = int(killed.sum())
+            if n_killed == n:  # every particle tied at the level: the score cannot rise here
+                self.status, self.log_weight = "stalled", -math.inf
+                break
+            if self.budget is not None and exceeds_budget(self.queries, cfg.n_steps * n_killed, self.budget):
+                self.status = "budget"
+                break
+            scale = self._resample(u, score, killed, level, scale)
+        self.n_failed = int(np.isposinf(score).sum())
+
+    def _resample(self, u: np.ndarray, score: np.ndarray, killed: np.ndarray, level: float, scale: float) -> float:
+        """Copies of uniformly drawn survivors replace the killed particles, moved ``T`` steps above the level."""
+        cfg, rng = self.cfg, self.rng
+        n_killed, before = int(killed.sum()), self.queries
+        survivors = np.flatnonzero(~killed)
+        parents = survivors[rng.integers(0, survivors.size, size=n_killed)]
+        cur_u, cur_s = u[parents].copy(), score[parents].copy()
+        keys = np.zeros(n_killed)  # the level is strict (score > Z): keys never decide
+        params = cfg.kernel.tune(cur_u, scale)
+        accepted = 0
+        for step in range(1, cfg.n_steps + 1):
+            accept, _ = _move(cfg.kernel, params, cur_u, cur_s, keys, self._evaluate, rng, step, (level, math.inf))
+            accepted += int(accept.sum())
+            params = cfg.kernel.adapted(params, float(accept.mean()), step)
+        u[killed], score[killed] = cur_u, cur_s
+        self.log_weight += math.log1p(-n_killed / cfg.n_samples)
+        self.iterations.append(_Iteration(level, n_killed, self.log_weight, int(np.isposinf(score).sum()),
+                                          self.queries - before, accepted / (n_killed * cfg.n_steps), params.scale))
+        return params.scale
+
+    @property
+    def probability(self) -> float:
+        """``prod (1 - K_q / N)`` times the failed fraction (0 after a stall)."""
+        return math.exp(self.log_weight) * self.n_failed / self.cfg.n_samples if self.log_weight > -math.inf else 0.0
+
+
+def _combine(cfg: AdaptiveMultilevelSplitting, replicas: list[_Replica], n_queries: int, seconds: float) -> dict:
+    """The replicas' mean, its CoV from their spread, and the result's levels."""
+    values = np.array([r.probability for r in replicas])
+    statuses = {r.status for r in replicas}
+    reached = statuses == {"converged"}
+    status = "converged" if reached else next(s for s in ("stalled", "budget", "max_levels") if s in statuses)
+    _warn(status, replicas)
+    mean = float(values.mean())
+    cov = float(values.std(ddof=1) / math.sqrt(values.size) / mean) if mean > 0 else math.inf
+    first = sum(r.first_failed for r in replicas)
+    n_failed = sum(r.n_failed for r in replicas)
+    levels = (LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, cfg.n_samples * cfg.n_replicas, first),
+              LevelDiagnostics(1, math.inf if reached else math.nan, mean, mean, n_failed, 0.0, cov,
+                               n_queries - cfg.n_samples * cfg.n_replicas, n_failed,
+                               stalled=status == "stalled"))
+    return {"probability": mean, "cov": cov, "n_queries": n_queries, "n_failed": n_failed,
+            "reached_failure": reached, "status": status, "levels": levels, "wall_time": seconds}
+
+
+def _warn(status: str, replicas: list[_Replica]) -> None:
+    if status == "stalled":
+        warnings.warn("a splitting replica stalled: every particle tied at one score, so the level could not rise; "
+                      "the estimate counts it as 0 and the result is flagged", StalledLevelWarning, stacklevel=4)
+    elif status == "budget":
+        warnings.warn("max_queries reached before every replica reached the failure event; returning a partial "
+                      "result", BudgetExhaustedWarning, stacklevel=4)
+    elif status == "max_levels":
+        warnings.warn("max_iterations reached before the failure event", BudgetExhaustedWarning, stacklevel=4)
+
+
+def _info(cfg: AdaptiveMultilevelSplitting, replicas: list[_Replica]) -> dict:
+    return {
+        "n_killed": cfg.n_killed, "n_steps": cfg.n_steps, "n_replicas": cfg.n_replicas,
+        "kernel": repr(cfg.kernel), "max_queries": cfg.max_queries,
+        "cov_degrees_of_freedom": cfg.n_replicas - 1,
+        "replicas": [{"probability": r.probability, "status": r.status, "iterations": len(r.iterations),
+                      "n_queries": r.queries, "n_failed": r.n_failed,
+                      "tied_iterations": sum(i.killed > cfg.n_killed for i in r.iterations),
+                      "acceptance": float(np.mean([i.acceptance for i in r.iterations])) if r.iterations else math.nan}
+                     for r in replicas],
+    }

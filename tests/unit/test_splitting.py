@@ -1,0 +1,128 @@
+"""Adaptive multilevel splitting: unbiased on exact problems (ties and k = 1 included), one batched
+model call per move, its replicas' error estimate, and what bad input gets."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from scarce import AdaptiveMultilevelSplitting, RareEventProblem
+from scarce.errors import ScarceError, StalledLevelWarning
+from scarce.problems import linear
+
+
+def _mean_and_se(estimates: list[float]) -> tuple[float, float]:
+    values = np.asarray(estimates)
+    se = values.std(ddof=1) / math.sqrt(values.size)
+    return float(values.mean()), float(se)
+
+
+def _runs(estimator: AdaptiveMultilevelSplitting, problem: RareEventProblem, n_runs: int) -> list:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [estimator.estimate(problem, seed=seed) for seed in range(n_runs)]
+
+
+@pytest.mark.parametrize("n_killed", [1, 10, 50])
+def test_the_estimate_is_unbiased_for_every_k(n_killed):
+    problem = linear(dim=2, probability=1e-3)
+    results = _runs(AdaptiveMultilevelSplitting(n_samples=100, n_killed=n_killed, n_steps=3, n_replicas=2),
+                    problem, 60 if n_killed > 1 else 25)
+    assert all(r.reached_failure for r in results)
+    mean, se = _mean_and_se([r.probability for r in results])
+    assert abs(mean - 1e-3) <= 3 * se, f"k={n_killed}: mean {mean:.4g} vs 1e-3, SE {se:.2g}"
+    assert se < 0.15e-3  # the test can fail: the runs pin the mean to within 45%
+
+
+def test_a_heavily_tied_score_kills_every_tie_and_stays_unbiased():
+    # the score is the first coordinate rounded down to a grid of 0.5: plateaus of many ties
+    truth = float(norm.sf(3.0))
+    problem = RareEventProblem(2, lambda u: (np.floor(2 * u[:, 0]) / 2, u[:, 0] >= 3.0), name="steps")
+    results = _runs(AdaptiveMultilevelSplitting(n_samples=200, n_killed=20, n_steps=3, n_replicas=2), problem, 60)
+    assert all(r.reached_failure for r in results)
+    tied = sum(rep["tied_iterations"] for r in results for rep in r.info["replicas"])
+    assert tied > 0  # levels where more than k particles sat at or below the level, all killed
+    mean, se = _mean_and_se([r.probability for r in results])
+    assert abs(mean - truth) <= 3 * se, f"mean {mean:.4g} vs {truth:.4g}, SE {se:.2g}"
+
+
+def test_one_batched_model_call_per_move_and_every_point_counted():
+    calls: list[int] = []
+    inner = linear(dim=3, probability=1e-4)
+
+    def evaluate(u):
+        calls.append(len(u))
+        return inner.evaluate(u)
+
+    problem = RareEventProblem(3, evaluate, inner.transform, name="counted")
+    result = AdaptiveMultilevelSplitting(n_samples=100, n_killed=30, n_steps=4, n_replicas=3).estimate(problem, seed=1)
+    iterations = sum(r["iterations"] for r in result.info["replicas"])
+    assert len(calls) == 3 + 4 * iterations  # each replica's first draws, then one call per move
+    assert sum(calls) == result.n_queries
+    assert result.n_queries == sum(r["n_queries"] for r in result.info["replicas"])
+
+
+def test_the_replicas_give_the_cov_and_the_interval_degrees_of_freedom():
+    result = AdaptiveMultilevelSplitting(n_samples=100, n_steps=3, n_replicas=5).estimate(
+        linear(dim=2, probability=1e-3), seed=3)
+    values = np.array([r["probability"] for r in result.info["replicas"]])
+    assert result.probability == pytest.approx(values.mean())
+    assert result.cov == pytest.approx(values.std(ddof=1) / math.sqrt(5) / values.mean())
+    assert result.info["cov_degrees_of_freedom"] == 4
+    low, high = result.ci(0.95)
+    s = math.sqrt(math.log1p(result.cov**2))
+    from scipy.stats import t
+
+    assert high / result.probability == pytest.approx(math.exp(t.ppf(0.975, 4) * s))
+    assert low < result.probability < high
+
+
+def test_same_seed_same_result_and_the_envelope_bound():
+    estimator = AdaptiveMultilevelSplitting(n_samples=80, n_steps=2, n_replicas=2)
+    a = estimator.estimate(linear(dim=2, probability=1e-3), seed=11)
+    b = estimator.estimate(linear(dim=2, probability=1e-3), seed=11)
+    assert (a.probability, a.n_queries, a.cov) == (b.probability, b.n_queries, b.cov)
+    assert a.envelope(0.05).lower == pytest.approx(0.05 * a.probability)
+
+
+def test_a_score_that_never_rises_is_flagged_stalled_never_jumped():
+    problem = RareEventProblem(2, lambda u: (np.zeros(len(u)), u[:, 0] >= 3.5), name="constant")
+    with pytest.warns(StalledLevelWarning, match="tied at one score"):
+        result = AdaptiveMultilevelSplitting(n_samples=50, n_steps=2, n_replicas=2).estimate(problem, seed=0)
+    assert result.status == "stalled" and not result.reached_failure
+    assert "failure event not reached" in result.flags and "stalled level" in result.flags
+    low, high = result.ci(0.95)
+    assert low == 0.0 and high > norm.sf(3.5)  # the first draws' Clopper-Pearson bound holds the truth
+    assert result.n_queries == 100  # nothing was moved
+
+
+def test_a_budget_exhausted_mid_run_gives_a_flagged_partial_result():
+    with pytest.warns(Warning, match="max_queries"):
+        result = AdaptiveMultilevelSplitting(n_samples=100, n_steps=3, n_replicas=2, max_queries=1000).estimate(
+            linear(dim=2, probability=1e-6), seed=0)
+    assert result.status == "budget" and not result.reached_failure
+    assert result.n_queries <= 1000
+    assert "query budget exhausted" in result.flags
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"n_killed": 0}, r"n_killed must be"),
+    ({"n_killed": 100}, r"n_killed must be in \[1, n_samples - 1\] = \[1, 99\]"),
+    ({"n_killed": 2.5}, r"n_killed"),
+    ({"n_samples": 1}, r"n_samples"),
+    ({"n_replicas": 1}, r"n_replicas"),
+    ({"n_steps": 0}, r"n_steps"),
+    ({"max_queries": 150}, r"max_queries must be at least n_samples \* n_replicas = 400"),
+    ({"kernel": "acs"}, r"kernel must be a scarce.kernels.Kernel"),
+])
+def test_bad_settings_are_refused_before_any_model_call(params, message):
+    calls = []
+    problem = RareEventProblem(2, lambda u: (calls.append(1), (u[:, 0], u[:, 0] > 3))[1])
+    settings = {"n_samples": 100, "n_replicas": 4, **params}
+    with pytest.raises(ScarceError, match=message):
+        AdaptiveMultilevelSplitting(**settings).estimate(problem, seed=0)
+    assert not calls
