@@ -164,6 +164,24 @@ def test_a_float64_model_gets_float64_inputs():
     assert abs(np.log(double.probability / plain.probability)) <= 4 * np.hypot(plain.cov, double.cov)
 
 
+def test_a_float64_model_reads_its_inputs_unrounded():
+    seen = []
+
+    class Recording(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 2).double()
+
+        def forward(self, x):
+            seen.append(x.clone())
+            return self.linear(x)
+
+    model = sv.vision_model(Recording(), (4,), device="cpu")
+    x = np.array([[0.1, 0.2, 1 / 3, 0.7]])  # not representable in float32
+    model.forward(x, 0)
+    assert seen[-1].dtype == torch.float64 and seen[-1].numpy().tolist() == x.tolist()
+
+
 def test_a_layer_whose_first_axis_is_not_the_batch_is_refused():
     class Recurrent(torch.nn.Module):
         def __init__(self) -> None:

@@ -197,9 +197,12 @@ class VisionModel:
     def _pass(self, torch: Any, x: np.ndarray, label: int, embed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One forward pass of at most ``batch_size`` inputs: logits, embedding and head inputs."""
         n = x.shape[0]
-        batch = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32).reshape(n, *self.image_shape))
+        # a float64 model reads the inputs at full precision; others through float32 (half
+        # precision and bfloat16 from there: numpy has no bfloat16)
+        host = np.float64 if self._dtype == torch.float64 else np.float32
+        batch = torch.from_numpy(np.ascontiguousarray(x, dtype=host).reshape(n, *self.image_shape))
         on_cpu = self.device == "cpu"
-        if self._dtype != torch.float32:  # a float64 or half-precision model gets inputs of its own precision
+        if batch.dtype != self._dtype:
             batch = batch.to(self._dtype)
         if not on_cpu:
             batch = batch.to(self.device, non_blocking=True)
