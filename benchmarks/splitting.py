@@ -9,6 +9,10 @@ its ratio to Subset Simulation's and to the splitting limit ``ln(1/P) (1 + ln(1/
 et al. 2011), the mean reported over the observed CoV, and the 95% interval coverage.
 
     python benchmarks/splitting.py --runs 100 --settings "500,250,3;500,50,3;1000,500,3"
+    python benchmarks/splitting.py --runs 300 --settings "" --ss-n 1000 --ss-p0 0.1,0.15,0.2,0.25,0.3
+
+The second form measures Subset Simulation alone at several level probabilities ``p0`` (the
+first row is the reference of the ratio column).
 """
 
 from __future__ import annotations
@@ -53,13 +57,16 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=4)
     parser.add_argument("--settings", default="500,250,3;500,50,3;1000,500,3", help="N,k,T;N,k,T;...")
     parser.add_argument("--ss-n", type=int, default=2000)
+    parser.add_argument("--ss-p0", default="0.1", help="Subset Simulation's level probabilities, comma-separated")
     parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
     problem = make_problem(args.problem, dim=args.dim, probability=args.probability)
     limit = math.log(1 / args.probability) * (1 + math.log(1 / args.probability))
-    rows = [("subset_simulation N=%d" % args.ss_n,
-             measure(lambda: SubsetSimulation(n_samples=args.ss_n), problem, args.runs, args.first_seed))]
-    for spec in args.settings.split(";"):
+    rows = []
+    for p0 in (float(v) for v in args.ss_p0.split(",")):
+        make_ss = lambda p0=p0: SubsetSimulation(n_samples=args.ss_n, level_probability=p0)  # noqa: E731
+        rows.append((f"subset_simulation N={args.ss_n} p0={p0:g}", measure(make_ss, problem, args.runs, args.first_seed)))
+    for spec in filter(None, args.settings.split(";")):
         n, k, t = (int(v) for v in spec.split(","))
         make = lambda n=n, k=k, t=t: AdaptiveMultilevelSplitting(n, k, t, n_replicas=args.replicas)  # noqa: E731
         rows.append((f"splitting N={n} k={k} T={t} R={args.replicas}", measure(make, problem, args.runs, args.first_seed)))
