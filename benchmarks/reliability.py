@@ -11,9 +11,14 @@ CoV across runs, ratio of CoV to the independent-sample (Au-Beck gamma = 0)
 bound, mean reported CoV / observed CoV, 95% interval coverage (log-normal from
 the reported CoV for scarce; normal from the reported CoV for OpenTURNS and
 UQpy, which report no interval; Clopper-Pearson for Monte Carlo), mean queries,
-median wall time, and the ratios to OpenTURNS: CoV, CoV at equal queries
+median wall time, the ratios to OpenTURNS: CoV, CoV at equal queries
 (``CoV * sqrt(queries)`` over OpenTURNS's, since a CoV falls as one over the square root
-of the queries) and median time.
+of the queries) and median time, and the CoV over the splitting limit at the row's own
+budget, ``CoV / sqrt(ln(1/P) (1 + ln(1/P)) / queries)`` (Guyader et al. 2011: no splitting
+method does better at that many model calls).
+
+``--splitting N,k,T,R`` adds :class:`scarce.AdaptiveMultilevelSplitting` with those
+particles, kills, moves and replicas.
 
     python benchmarks/reliability.py                 # 50 repetitions (UQpy: --uqpy-reps)
     python benchmarks/reliability.py --reps 5 --uqpy-reps 1   # a quick look
@@ -80,7 +85,8 @@ def run_problem(name, params, args, competitors):
     def plain_score(u):
         return problem.evaluate(u)[0]
 
-    runs = {m: Runs() for m in ("scarce", "openturns", "uqpy", "monte_carlo")}
+    runs = {m: Runs() for m in ("scarce", "splitting", "openturns", "uqpy", "monte_carlo")}
+    splitting = _splitting(args.splitting)
     ss = scarce.SubsetSimulation(n_samples=args.n_samples, level_probability=args.p0, stop_factor=args.stop_factor,
                                  count_seeds=args.count_seeds)
     for rep in range(args.reps):
@@ -90,6 +96,12 @@ def run_problem(name, params, args, competitors):
             r = ss.estimate(problem, seed=seed)
         lo, hi = r.ci(0.95)
         runs["scarce"].add(r.probability, r.cov, r.n_queries, r.wall_time, lo <= truth <= hi)
+        if splitting is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", scarce.ScarceWarning)
+                a = splitting.estimate(problem, seed=seed)
+            lo, hi = a.ci(0.95)
+            runs["splitting"].add(a.probability, a.cov, a.n_queries, a.wall_time, lo <= truth <= hi)
         if competitors is not None and "openturns" in args.methods:
             o = competitors.run_openturns(plain_score, problem.dim, threshold, args.n_samples, args.p0, seed)
             runs["openturns"].add(o.probability, o.reported_cov, o.n_queries, o.wall_time, normal_covers(o.probability, o.reported_cov, truth))
@@ -102,6 +114,20 @@ def run_problem(name, params, args, competitors):
         print(f"  {problem.name} rep {rep + 1}/{args.reps}", file=sys.stderr, end="\r")
     print(file=sys.stderr)
     return problem, runs
+
+
+def _splitting(spec: str):
+    """``AdaptiveMultilevelSplitting`` from ``"N,k,T,R"``, or None for an empty spec."""
+    if not spec:
+        return None
+    n, k, t, r = (int(v) for v in spec.split(","))
+    return scarce.AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r)
+
+
+def splitting_limit_cov(probability: float, queries: float) -> float:
+    """The smallest CoV any splitting method reaches with ``queries`` model calls (Guyader et al. 2011)."""
+    log_inverse = math.log(1.0 / probability)
+    return math.sqrt(log_inverse * (1.0 + log_inverse) / queries)
 
 
 def summarise(problem, runs, args):
@@ -128,6 +154,7 @@ def summarise(problem, runs, args):
             "coverage": float(np.mean(r.covered)),
             "queries": float(np.mean(r.queries)),
             "median_time": float(np.median(r.times)),
+            "cov_over_limit": cov / splitting_limit_cov(truth, float(np.mean(r.queries))),
         }
     ref = rows.get("openturns")
     boot = {m: _bootstrap_cov(r.estimates, seed=k) for k, (m, r) in enumerate(runs.items()) if len(r.estimates) > 1}
@@ -167,8 +194,8 @@ def _runs_label(row) -> str:
 def markdown(summaries, args) -> str:
     head = (
         "| problem | method | runs | mean/truth | bias (SE) | CoV | CoV/bound | reported/observed CoV | 95% coverage "
-        "| queries | median time (s) | CoV / OT | CoV / OT, equal queries [95%] | time / OT |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| queries | median time (s) | CoV / OT | CoV / OT, equal queries [95%] | time / OT | CoV / splitting limit |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for s in summaries:
@@ -177,7 +204,8 @@ def markdown(summaries, args) -> str:
                 f"| {s['problem']} | {method} | {_runs_label(row)} | {row['mean_over_truth']:.3f} | {row['bias_in_se']:.1f} | "
                 f"{row['cov']:.3f} | {row['cov_over_bound']:.2f} | {row['reported_over_observed']:.2f} | "
                 f"{row['coverage']:.0%} | {row['queries']:,.0f} | {row['median_time']:.4f} | "
-                f"{row['cov_ratio_ot']:.2f} | {_ratio_cell(row)} | {row['time_ratio_ot']:.2f} |"
+                f"{row['cov_ratio_ot']:.2f} | {_ratio_cell(row)} | {row['time_ratio_ot']:.2f} | "
+                f"{row['cov_over_limit']:.2f} |"
             )
     return "\n".join(lines)
 
@@ -192,6 +220,7 @@ def main(argv=None) -> int:
     parser.add_argument("--count-seeds", default="independent", choices=COUNT_SEEDS_RULES,
                         help="our engine's count_seeds rule (always: Au and Beck; never: OpenTURNS)")
     parser.add_argument("--methods", default="openturns,uqpy", help="competitors to run (comma separated)")
+    parser.add_argument("--splitting", default="", help="N,k,T,R: also run AdaptiveMultilevelSplitting (e.g. 500,50,3,4)")
     parser.add_argument("--problems", default="all", help="comma-separated indices into BENCHMARK_SUITE, or 'all'")
     parser.add_argument("--seed-base", type=int, default=1000, help="repetition r runs every method with seed seed_base + r")
     parser.add_argument("--out", default="benchmarks/results/reliability.json")
