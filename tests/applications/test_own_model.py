@@ -221,3 +221,27 @@ def test_a_noise_object_of_the_users_needs_only_apply():
 
     result = sv.failure_probability(mlp(), X_MLP, noise=Shift(), n_samples=200, device="cpu")
     assert result.problem.startswith("Shift label") and result.n_queries > 0
+
+
+def test_a_model_that_edits_its_input_in_place_leaves_the_callers_arrays_alone():
+    class Centring(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 2).double()
+
+        def forward(self, x):
+            x.sub_(0.5)  # in place, as some preprocessing layers do
+            return self.linear(x)
+
+    x0 = np.array([0.1, 0.2, 0.3, 0.4])
+    kept = x0.copy()
+    sv.failure_probability(Centring(), x0, scale=0.2, n_samples=100, device="cpu")
+    assert np.array_equal(x0, kept)
+
+
+def test_the_margin_keeps_the_precision_of_the_logits():
+    from scarce.applications.vision.problem import margin
+
+    logits = np.array([[1.0, 2.5, 0.5], [3.0, 1.0, 2.0]], dtype=np.float32)
+    assert margin(logits, 0).dtype == np.float32
+    assert margin(logits, 0).tolist() == (np.delete(logits, 0, axis=1).max(axis=1) - logits[:, 0]).tolist()

@@ -27,6 +27,13 @@ def _runs(estimator: AdaptiveMultilevelSplitting, problem: RareEventProblem, n_r
         return [estimator.estimate(problem, seed=seed) for seed in range(n_runs)]
 
 
+def _quiet(problem: RareEventProblem, seed: int, **settings):
+    """One run, its warnings silenced (the tests look at the flags instead)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AdaptiveMultilevelSplitting(**settings).estimate(problem, seed=seed)
+
+
 @pytest.mark.parametrize("n_killed", [1, 10, 50])
 def test_the_estimate_is_unbiased_for_every_k(n_killed):
     problem = linear(dim=2, probability=1e-3)
@@ -126,3 +133,42 @@ def test_bad_settings_are_refused_before_any_model_call(params, message):
     with pytest.raises(ScarceError, match=message):
         AdaptiveMultilevelSplitting(**settings).estimate(problem, seed=0)
     assert not calls
+
+
+def test_identical_replicas_leave_the_error_unmeasured_not_zero():
+    # a discrete score can make every replica return the same value: no spread is no evidence
+    problem = RareEventProblem(2, lambda u: (np.floor(u[:, 0]), u[:, 0] >= 2), name="floor")
+    result = _quiet(problem, 32, n_samples=20, n_killed=10, n_replicas=2)
+    values = [r["probability"] for r in result.info["replicas"]]
+    assert values[0] == values[1] > 0
+    assert math.isinf(result.cov)
+    low, high = result.ci(0.95)
+    assert low == 0.0 and high >= result.probability and high >= norm.sf(2.0)
+
+
+def test_an_extinct_replica_counts_as_zero_and_the_result_stays_an_estimate():
+    # N = 10, k = 1, two moves: copies of one point the kernel could not move fill a replica
+    result = _quiet(linear(dim=2, probability=1e-2), 2, n_samples=10, n_killed=1, n_steps=2, n_replicas=3)
+    statuses = [r["status"] for r in result.info["replicas"]]
+    assert statuses.count("extinct") == result.info["extinct_replicas"] == 2
+    assert result.status == "converged" and result.reached_failure and "stalled level" not in result.flags
+    assert result.probability == pytest.approx(np.mean([r["probability"] for r in result.info["replicas"]]))
+
+
+def test_a_run_that_ends_on_its_last_allowed_iteration_has_converged():
+    estimator = AdaptiveMultilevelSplitting(n_samples=50, n_steps=3, n_replicas=2)
+    free = estimator.estimate(linear(dim=2, probability=1e-3), seed=1)
+    needed = max(r["iterations"] for r in free.info["replicas"])
+    exact = AdaptiveMultilevelSplitting(n_samples=50, n_steps=3, n_replicas=2, max_iterations=needed).estimate(
+        linear(dim=2, probability=1e-3), seed=1)
+    assert exact.status == "converged" and exact.probability == free.probability
+    with pytest.warns(Warning, match="max_iterations"):
+        short = AdaptiveMultilevelSplitting(n_samples=50, n_steps=3, n_replicas=2, max_iterations=needed - 1).estimate(
+            linear(dim=2, probability=1e-3), seed=1)
+    assert short.status == "max_levels" and not short.reached_failure
+
+
+def test_the_budget_is_shared_equally_between_the_replicas():
+    result = _quiet(linear(dim=2, probability=1e-4), 0, n_samples=100, n_steps=3, n_replicas=4, max_queries=4000)
+    costs = [r["n_queries"] for r in result.info["replicas"]]
+    assert all(cost <= 1000 for cost in costs) and min(costs) > 100  # every replica got past its first draws

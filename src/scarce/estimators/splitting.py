@@ -25,9 +25,16 @@ the reported CoV is the replicas' standard error over their mean, and the interv
 Student's ``t`` with ``R - 1`` degrees of freedom. No formula of the algorithm is trusted for it:
 the moved copies stay correlated with their parents, which the idealised variance ignores.
 
-**Anytime-valid bound.** The average of unbiased nonnegative estimates has mean ``P``, so
-Markov's inequality gives ``P >= delta P_hat`` with probability at least ``1 - delta``
-(:meth:`~scarce.results.EstimateResult.envelope`, one step).
+**Lower bound.** The average of unbiased nonnegative estimates has mean ``P``, so Markov's
+inequality gives ``P >= delta P_hat`` with probability at least ``1 - delta``
+(:meth:`~scarce.results.EstimateResult.envelope`, over the one final estimate: the result keeps
+no running levels). It holds exactly under exact resampling and as closely as the kernel's moves
+approach it otherwise, as the unbiasedness itself does.
+
+**Extinction.** When no particle lies above the level, a replica ends with the estimate 0, a
+value the unbiased algorithm takes (copies of one point that the kernel could not move). A plateau
+(distinct particles sharing one score) is different: the score gives no direction there, and
+when no replica gets past it the result is flagged ``stalled``.
 
 References: Cérou and Guyader (2007), Stochastic Analysis and Applications 25(2); Bréhier,
 Lelièvre and Rousset (2015), ESAIM: P&S 19; Bréhier et al. (2016), Annals of Applied Probability
@@ -117,11 +124,9 @@ class AdaptiveMultilevelSplitting(Estimator):
         start = time.perf_counter()
         counted = CountedEvaluation(problem)
         replicas: list[_Replica] = []
+        share = None if cfg.max_queries is None else cfg.max_queries // cfg.n_replicas  # the same for each
         for index, child in enumerate(rng.spawn(cfg.n_replicas)):
-            budget = None if cfg.max_queries is None else cfg.max_queries - counted.n_queries
-            left = cfg.n_replicas - index - 1  # later replicas keep their first draws' share
-            replica = _Replica(cfg, counted, child, index,
-                               None if budget is None else budget - left * cfg.n_samples)
+            replica = _Replica(cfg, counted, child, index, share)
             replica.run()
             replicas.append(replica)
         outcome = _combine(cfg, replicas, counted.n_queries, time.perf_counter() - start)
@@ -164,21 +169,31 @@ class _Replica:
         score = self._evaluate(u, 0)
         self.first_failed = int(np.isposinf(score).sum())
         scale = cfg.kernel.initial_scale
-        for _ in range(cfg.max_iterations):
+        for iteration in range(cfg.max_iterations + 1):  # the last pass only checks for the end
             level = float(np.partition(score, k - 1)[k - 1])
             if math.isinf(level):  # fewer than k particles short of the failure: the last level
                 self.status = "converged"
                 break
             killed = score <= level
             n_killed = int(killed.sum())
-            if n_killed == n:  # every particle tied at the level: the score cannot rise here
-                self.status, self.log_weight = "stalled", -math.inf
+            if n_killed == n:  # no particle above the level: the algorithm's estimate is 0
+                self._extinct(u)
                 break
+            if iteration == cfg.max_iterations:
+                break  # status stays "max_levels"
             if self.budget is not None and exceeds_budget(self.queries, cfg.n_steps * n_killed, self.budget):
                 self.status = "budget"
                 break
             scale = self._resample(u, score, killed, level, scale)
         self.n_failed = int(np.isposinf(score).sum())
+
+    def _extinct(self, u: np.ndarray) -> None:
+        """Every particle at the level. Copies of one point that never moved (the kernel's rejections)
+        end the run with the estimate 0, a value the unbiased algorithm takes; distinct points with
+        one score are a plateau the score cannot rise from, which is flagged."""
+        self.log_weight = -math.inf
+        distinct = np.unique(u, axis=0).shape[0]
+        self.status = "stalled" if distinct > 1 else "extinct"
 
     def _resample(self, u: np.ndarray, score: np.ndarray, killed: np.ndarray, level: float, scale: float) -> float:
         """Copies of uniformly drawn survivors replace the killed particles, moved ``T`` steps above the level."""
@@ -207,14 +222,21 @@ class _Replica:
 
 
 def _combine(cfg: AdaptiveMultilevelSplitting, replicas: list[_Replica], n_queries: int, seconds: float) -> dict:
-    """The replicas' mean, its CoV from their spread, and the result's levels."""
+    """The replicas' mean, its CoV from their spread, and the result's levels.
+
+    An extinct replica counts with its estimate 0. Identical replicas (a discrete score can give
+    them) leave the error unmeasured: the CoV is then infinite and the interval falls back on the
+    first draws, never a zero-width one.
+    """
     values = np.array([r.probability for r in replicas])
-    statuses = {r.status for r in replicas}
-    reached = statuses == {"converged"}
-    status = "converged" if reached else next(s for s in ("stalled", "budget", "max_levels") if s in statuses)
-    _warn(status, replicas)
+    statuses = {"converged" if r.status == "extinct" else r.status for r in replicas}
     mean = float(values.mean())
-    cov = float(values.std(ddof=1) / math.sqrt(values.size) / mean) if mean > 0 else math.inf
+    reached = statuses == {"converged"} and mean > 0
+    status = "converged" if reached else next((s for s in ("stalled", "budget", "max_levels") if s in statuses),
+                                              "stalled")
+    _warn(status, replicas)
+    spread = float(values.std(ddof=1))
+    cov = spread / math.sqrt(values.size) / mean if mean > 0 and spread > 0 else math.inf
     first = sum(r.first_failed for r in replicas)
     n_failed = sum(r.n_failed for r in replicas)
     levels = (LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, cfg.n_samples * cfg.n_replicas, first),
@@ -227,8 +249,9 @@ def _combine(cfg: AdaptiveMultilevelSplitting, replicas: list[_Replica], n_queri
 
 def _warn(status: str, replicas: list[_Replica]) -> None:
     if status == "stalled":
-        warnings.warn("a splitting replica stalled: every particle tied at one score, so the level could not rise; "
-                      "the estimate counts it as 0 and the result is flagged", StalledLevelWarning, stacklevel=4)
+        warnings.warn("no splitting replica got above its level (distinct particles tied at one score, or every "
+                      "replica extinct); the result is flagged and its interval rests on the first draws",
+                      StalledLevelWarning, stacklevel=4)
     elif status == "budget":
         warnings.warn("max_queries reached before every replica reached the failure event; returning a partial "
                       "result", BudgetExhaustedWarning, stacklevel=4)
@@ -241,6 +264,7 @@ def _info(cfg: AdaptiveMultilevelSplitting, replicas: list[_Replica]) -> dict:
         "n_killed": cfg.n_killed, "n_steps": cfg.n_steps, "n_replicas": cfg.n_replicas,
         "kernel": repr(cfg.kernel), "max_queries": cfg.max_queries,
         "cov_degrees_of_freedom": cfg.n_replicas - 1,
+        "extinct_replicas": sum(r.status == "extinct" for r in replicas),
         "replicas": [{"probability": r.probability, "status": r.status, "iterations": len(r.iterations),
                       "n_queries": r.queries, "n_failed": r.n_failed,
                       "tied_iterations": sum(i.killed > cfg.n_killed for i in r.iterations),

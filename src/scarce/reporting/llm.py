@@ -152,7 +152,7 @@ def _threshold_figure(writer: Any, table: Any, colours: dict[str, Any]) -> None:
             part = part.sort_values("percentile")
             _plot(ax, part.seconds * 1e3, part.error, color=colours.get(family), marker="", ls="-")
         for percentile, part in panel[np.isfinite(panel.error.to_numpy(float))].groupby("percentile"):
-            ax.scatter(part.seconds * 1e3, part.error, c=[colours.get(f) for f in part.family], s=30,
+            ax.scatter(part.seconds * 1e3, part.error, c=[colours.get(f, "grey") for f in part.family], s=30,
                        marker=_PERCENTILE_MARKERS.get(int(percentile), "o"), zorder=3)
         ax.set_yscale("log")
         ax.set_xlabel("ms per cascade run")

@@ -84,7 +84,8 @@ def _check_range(low: float, high: float) -> None:
 
 def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
     """``clip(x, low, high)`` in place, as ``min(max(x, low), high)`` with the ufuncs themselves
-    (the values of :func:`numpy.clip`, without its dispatch); an infinite side is not clipped."""
+    (the values of :func:`numpy.clip` up to the sign of a zero at a bound, without its dispatch);
+    an infinite side is not clipped."""
     if not math.isinf(low):
         np.maximum(x, low, out=x)
     if not math.isinf(high):

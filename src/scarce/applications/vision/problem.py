@@ -53,7 +53,7 @@ def margin(logits: np.ndarray, label: int) -> np.ndarray:
     The other classes' maximum is taken with the label's column masked to ``-inf``: the same
     values as deleting the column, for less work per call.
     """
-    others = np.array(logits, dtype=np.float64)
+    others = np.array(logits, dtype=np.result_type(np.asarray(logits).dtype, np.float16))  # floats keep theirs
     own = others[:, label].copy()
     others[:, label] = -np.inf
     return others.max(axis=1) - own
@@ -200,7 +200,8 @@ class VisionModel:
         # a float64 model reads the inputs at full precision; others through float32 (half
         # precision and bfloat16 from there: numpy has no bfloat16)
         host = np.float64 if self._dtype == torch.float64 else np.float32
-        batch = torch.from_numpy(np.ascontiguousarray(x, dtype=host).reshape(n, *self.image_shape))
+        # always a copy: a model that edits its input in place must not reach the caller's array
+        batch = torch.from_numpy(np.array(x, dtype=host, order="C", copy=True).reshape(n, *self.image_shape))
         on_cpu = self.device == "cpu"
         if batch.dtype != self._dtype:
             batch = batch.to(self._dtype)
