@@ -201,7 +201,7 @@ class VisionModel:
         # precision and bfloat16 from there: numpy has no bfloat16)
         host = np.float64 if self._dtype == torch.float64 else np.float32
         # always a copy: a model that edits its input in place must not reach the caller's array
-        batch = torch.from_numpy(np.array(x, dtype=host, order="C", copy=True).reshape(n, *self.image_shape))
+        batch = torch.from_numpy(np.asarray(x).astype(host, order="C").reshape(n, *self.image_shape))
         on_cpu = self.device == "cpu"
         if batch.dtype != self._dtype:
             batch = batch.to(self._dtype)
