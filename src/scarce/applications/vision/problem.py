@@ -53,7 +53,8 @@ def margin(logits: np.ndarray, label: int) -> np.ndarray:
     The other classes' maximum is taken with the label's column masked to ``-inf``: the same
     values as deleting the column, for less work per call.
     """
-    others = np.array(logits, dtype=np.result_type(np.asarray(logits).dtype, np.float16))  # floats keep theirs
+    logits = np.asarray(logits)
+    others = logits.astype(logits.dtype if logits.dtype.kind == "f" else np.float64)  # a copy; floats keep theirs
     own = others[:, label].copy()
     others[:, label] = -np.inf
     return others.max(axis=1) - own
