@@ -31,11 +31,13 @@ def check_html_report(path):
     return page
 
 
-def figure_problems(fig, name):
+def figure_problems(fig, name, dpi=None):
     """What a reader would trip on in one matplotlib figure: an axes with data but no axis labels,
     text that overlaps other text (titles, axis labels, annotations, legend entries; tick labels are
     left out, their boxes are axis-aligned and rotated labels' boxes touch), or text cut off by the
     figure's edge."""
+    if dpi is not None:  # the resolution the report's writer saves at
+        fig.set_dpi(dpi)
     fig.tight_layout()  # as the report's writer lays figures out before it saves them
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -75,7 +77,7 @@ def check_every_figure(monkeypatch):
     original = figures.FigureWriter.save
 
     def checked(self, fig, name):
-        problems.extend(figure_problems(fig, name))
+        problems.extend(figure_problems(fig, name, dpi=self.dpi))
         seen.append(name)
         original(self, fig, name)
 

@@ -241,6 +241,9 @@ class EstimateResult:
             out.append("query budget exhausted")
         if self.status == "max_levels":
             out.append("max_levels reached")
+        if self.reached_failure and self.probability > 0 and math.isinf(self.cov):
+            out.append("error not measured (CoV infinite, e.g. replicas that agree exactly): the interval "
+                       "falls back on the first level's independent draws")
         if self.thin_evidence:
             out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} of "
                        f"{self.info['failure_origin_chains']} chains")

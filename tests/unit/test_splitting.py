@@ -142,6 +142,7 @@ def test_identical_replicas_leave_the_error_unmeasured_not_zero():
     values = [r["probability"] for r in result.info["replicas"]]
     assert values[0] == values[1] > 0
     assert math.isinf(result.cov)
+    assert any(flag.startswith("error not measured") for flag in result.flags)
     low, high = result.ci(0.95)
     assert low == 0.0 and high >= result.probability and high >= norm.sf(2.0)
 
