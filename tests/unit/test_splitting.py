@@ -57,7 +57,7 @@ def test_a_heavily_tied_score_kills_every_tie_and_stays_unbiased():
     assert abs(mean - truth) <= 3 * se, f"mean {mean:.4g} vs {truth:.4g}, SE {se:.2g}"
 
 
-def test_one_batched_model_call_per_move_and_every_point_counted():
+def test_one_batched_model_call_per_move_for_all_replicas_and_every_point_counted():
     calls: list[int] = []
     inner = linear(dim=3, probability=1e-4)
 
@@ -67,9 +67,12 @@ def test_one_batched_model_call_per_move_and_every_point_counted():
 
     problem = RareEventProblem(3, evaluate, inner.transform, name="counted")
     result = AdaptiveMultilevelSplitting(n_samples=100, n_killed=30, n_steps=4, n_replicas=3).estimate(problem, seed=1)
-    iterations = sum(r["iterations"] for r in result.info["replicas"])
-    assert len(calls) == 3 + 4 * iterations  # each replica's first draws, then one call per move
+    iterations = [r["iterations"] for r in result.info["replicas"]]
+    # every replica's first draws in one call, then one call per move for all replicas still running
+    assert len(calls) == 1 + 4 * max(iterations) and calls[0] == 300
     assert sum(calls) == result.n_queries
+    active = [sum(i < n for n in iterations) for i in range(max(iterations))]
+    assert calls[1:5] == [30 * active[0]] * 4  # k = 30 on a continuous score: 30 copies per replica
     assert result.n_queries == sum(r["n_queries"] for r in result.info["replicas"])
 
 
@@ -138,7 +141,7 @@ def test_bad_settings_are_refused_before_any_model_call(params, message):
 def test_identical_replicas_leave_the_error_unmeasured_not_zero():
     # a discrete score can make every replica return the same value: no spread is no evidence
     problem = RareEventProblem(2, lambda u: (np.floor(u[:, 0]), u[:, 0] >= 2), name="floor")
-    result = _quiet(problem, 32, n_samples=20, n_killed=10, n_replicas=2)
+    result = _quiet(problem, 139, n_samples=20, n_killed=10, n_replicas=2)
     values = [r["probability"] for r in result.info["replicas"]]
     assert values[0] == values[1] > 0
     assert math.isinf(result.cov)
@@ -149,7 +152,7 @@ def test_identical_replicas_leave_the_error_unmeasured_not_zero():
 
 def test_an_extinct_replica_counts_as_zero_and_the_result_stays_an_estimate():
     # N = 10, k = 1, two moves: copies of one point the kernel could not move fill a replica
-    result = _quiet(linear(dim=2, probability=1e-2), 2, n_samples=10, n_killed=1, n_steps=2, n_replicas=3)
+    result = _quiet(linear(dim=2, probability=1e-2), 11, n_samples=10, n_killed=1, n_steps=2, n_replicas=3)
     statuses = [r["status"] for r in result.info["replicas"]]
     assert statuses.count("extinct") == result.info["extinct_replicas"] == 2
     assert result.status == "converged" and result.reached_failure and "stalled level" not in result.flags

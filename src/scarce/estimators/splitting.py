@@ -53,7 +53,6 @@ import numpy as np
 from scarce.checks import check_positive_int
 from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result
-from scarce.estimators.chains import _move
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import exceeds_budget
 from scarce.problem import RareEventProblem
@@ -119,19 +118,46 @@ class AdaptiveMultilevelSplitting(Estimator):
                                            check_positive_int("max_iterations", self.max_iterations), max_queries)
 
     def estimate(self, problem: RareEventProblem, seed: SeedLike = None) -> EstimateResult:
-        """Estimate ``problem``'s failure probability: the mean of ``n_replicas`` independent runs."""
+        """Estimate ``problem``'s failure probability: the mean of ``n_replicas`` independent runs.
+
+        The replicas advance together: one model call holds every replica's first draws, and
+        each kernel move evaluates every replica's moving copies in one call. Each replica draws
+        from its own generator and adapts its own kernel, so the replicas stay independent.
+        """
         cfg, problem, rng = self._prepare(problem, seed)
         start = time.perf_counter()
         counted = CountedEvaluation(problem)
-        replicas: list[_Replica] = []
         share = None if cfg.max_queries is None else cfg.max_queries // cfg.n_replicas  # the same for each
-        for index, child in enumerate(rng.spawn(cfg.n_replicas)):
-            replica = _Replica(cfg, counted, child, index, share)
-            replica.run()
-            replicas.append(replica)
+        replicas = [_Replica(cfg, child, index, share) for index, child in enumerate(rng.spawn(cfg.n_replicas))]
+        first = [r.draw(problem.dim) for r in replicas]
+        for replica, score in zip(replicas, _split(counted.effective(np.concatenate(first), "at the first draws"),
+                                                   first)):
+            replica.scored(score)
+        iteration = 0
+        while active := [r for r in replicas if r.next_iteration()]:
+            iteration += 1
+            for step in range(1, cfg.n_steps + 1):
+                _move_together(active, counted, f"at splitting iteration {iteration}, move {step}", step)
+            for replica in active:
+                replica.end_iteration()
         outcome = _combine(cfg, replicas, counted.n_queries, time.perf_counter() - start)
         return build_result(self, problem.name, seed, outcome, n_samples=cfg.n_samples * cfg.n_replicas,
                             interval="lognormal", info=_info(cfg, replicas))
+
+
+def _split(values: np.ndarray, parts: list[np.ndarray]) -> list[np.ndarray]:
+    """``values`` cut into pieces as long as ``parts``."""
+    return np.split(values, np.cumsum([len(p) for p in parts])[:-1])
+
+
+def _move_together(active: list[_Replica], counted: CountedEvaluation, where: str, step: int) -> None:
+    """One kernel move of every active replica's copies, the moved candidates in one model call."""
+    proposals = [r.propose() for r in active]
+    moving = [candidate[moved] for candidate, moved in proposals]
+    scores = _split(counted.effective(np.concatenate(moving), where), moving) if sum(map(len, moving)) else \
+        [np.empty(0) for _ in moving]
+    for replica, (candidate, moved), score in zip(active, proposals, scores):
+        replica.accept(candidate, moved, score, step)
 
 
 @dataclass
@@ -146,74 +172,83 @@ class _Iteration:
 
 
 class _Replica:
-    """One run of the splitting algorithm on ``N`` particles."""
+    """One run of the splitting algorithm on ``N`` particles, advanced a step at a time by the estimator."""
 
-    def __init__(self, cfg: AdaptiveMultilevelSplitting, counted: CountedEvaluation, rng: np.random.Generator,
-                 index: int, budget: int | None) -> None:
-        self.cfg, self.counted, self.rng, self.index, self.budget = cfg, counted, rng, index, budget
+    def __init__(self, cfg: AdaptiveMultilevelSplitting, rng: np.random.Generator, index: int,
+                 budget: int | None) -> None:
+        self.cfg, self.rng, self.index, self.budget = cfg, rng, index, budget
         self.iterations: list[_Iteration] = []
         self.status, self.log_weight, self.first_failed, self.n_failed = "max_levels", 0.0, 0, 0
-        self.queries = 0
+        self.queries, self.scale = 0, cfg.kernel.initial_scale
 
-    def _evaluate(self, u: np.ndarray, step: int) -> np.ndarray:
-        where = f"in splitting replica {self.index}, iteration {len(self.iterations) + 1}" + (f", move {step}" if step else "")
-        before = self.counted.n_queries
-        scores = self.counted.effective(u, where)
-        self.queries += self.counted.n_queries - before
-        return scores
+    def draw(self, dim: int) -> np.ndarray:
+        """The ``N`` first particles, independent draws of N(0, I)."""
+        self.u = self.rng.standard_normal((self.cfg.n_samples, dim))
+        return self.u
 
-    def run(self) -> None:
-        cfg, rng = self.cfg, self.rng
-        n, k = cfg.n_samples, cfg.n_killed
-        u = rng.standard_normal((n, self.counted.problem.dim))
-        score = self._evaluate(u, 0)
-        self.first_failed = int(np.isposinf(score).sum())
-        scale = cfg.kernel.initial_scale
-        for iteration in range(cfg.max_iterations + 1):  # the last pass only checks for the end
-            level = float(np.partition(score, k - 1)[k - 1])
-            if math.isinf(level):  # fewer than k particles short of the failure: the last level
-                self.status = "converged"
-                break
-            killed = score <= level
-            n_killed = int(killed.sum())
-            if n_killed == n:  # no particle above the level: the algorithm's estimate is 0
-                self._extinct(u)
-                break
-            if iteration == cfg.max_iterations:
-                break  # status stays "max_levels"
-            if self.budget is not None and exceeds_budget(self.queries, cfg.n_steps * n_killed, self.budget):
-                self.status = "budget"
-                break
-            scale = self._resample(u, score, killed, level, scale)
-        self.n_failed = int(np.isposinf(score).sum())
+    def scored(self, score: np.ndarray) -> None:
+        self.score, self.queries = score, self.cfg.n_samples
+        self.first_failed = self.n_failed = int(np.isposinf(score).sum())
 
-    def _extinct(self, u: np.ndarray) -> None:
+    def next_iteration(self) -> bool:
+        """Set up the next iteration's copies; False (with the status) when the run has ended."""
+        cfg, n = self.cfg, self.cfg.n_samples
+        level = float(np.partition(self.score, cfg.n_killed - 1)[cfg.n_killed - 1])
+        if math.isinf(level):  # fewer than k particles short of the failure: the last level
+            self.status = "converged"
+            return False
+        killed = self.score <= level
+        n_killed = int(killed.sum())
+        if n_killed == n:  # no particle above the level: the algorithm's estimate is 0
+            self._extinct()
+            return False
+        if len(self.iterations) == cfg.max_iterations:
+            return False  # status stays "max_levels"
+        if self.budget is not None and exceeds_budget(self.queries, cfg.n_steps * n_killed, self.budget):
+            self.status = "budget"
+            return False
+        survivors = np.flatnonzero(~killed)
+        parents = survivors[self.rng.integers(0, survivors.size, size=n_killed)]
+        self.level, self.killed, self.before, self.accepted = level, killed, self.queries, 0
+        self.cur_u, self.cur_s = self.u[parents].copy(), self.score[parents].copy()
+        self.params = cfg.kernel.tune(self.cur_u, self.scale)
+        return True
+
+    def propose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Candidates for the copies, and which of them differ from their state (only those are evaluated)."""
+        candidate = self.cfg.kernel.propose(self.cur_u, self.params, self.rng)
+        moved = np.ones(len(candidate), dtype=bool) if self.cfg.kernel.always_moves else \
+            np.any(candidate != self.cur_u, axis=1)
+        return candidate, moved
+
+    def accept(self, candidate: np.ndarray, moved: np.ndarray, score: np.ndarray, step: int) -> None:
+        """Keep the moved candidates above the level (strictly: ties with it stay out)."""
+        self.queries += len(score)
+        accept = np.zeros(len(candidate), dtype=bool)
+        accept[moved] = score > self.level
+        self.cur_u[accept] = candidate[accept]
+        self.cur_s[accept] = score[accept[moved]]
+        self.accepted += int(accept.sum())
+        self.params = self.cfg.kernel.adapted(self.params, float(accept.mean()), step)
+
+    def end_iteration(self) -> None:
+        """The moved copies replace the killed particles; the weight takes its factor ``1 - K / N``."""
+        cfg, n_killed = self.cfg, int(self.killed.sum())
+        self.u[self.killed], self.score[self.killed] = self.cur_u, self.cur_s
+        self.scale = self.params.scale
+        self.log_weight += math.log1p(-n_killed / cfg.n_samples)
+        self.n_failed = int(np.isposinf(self.score).sum())
+        self.iterations.append(_Iteration(self.level, n_killed, self.log_weight, self.n_failed,
+                                          self.queries - self.before, self.accepted / (n_killed * cfg.n_steps),
+                                          self.scale))
+
+    def _extinct(self) -> None:
         """Every particle at the level. Copies of one point that never moved (the kernel's rejections)
         end the run with the estimate 0, a value the unbiased algorithm takes; distinct points with
         one score are a plateau the score cannot rise from, which is flagged."""
         self.log_weight = -math.inf
-        distinct = np.unique(u, axis=0).shape[0]
+        distinct = np.unique(self.u, axis=0).shape[0]
         self.status = "stalled" if distinct > 1 else "extinct"
-
-    def _resample(self, u: np.ndarray, score: np.ndarray, killed: np.ndarray, level: float, scale: float) -> float:
-        """Copies of uniformly drawn survivors replace the killed particles, moved ``T`` steps above the level."""
-        cfg, rng = self.cfg, self.rng
-        n_killed, before = int(killed.sum()), self.queries
-        survivors = np.flatnonzero(~killed)
-        parents = survivors[rng.integers(0, survivors.size, size=n_killed)]
-        cur_u, cur_s = u[parents].copy(), score[parents].copy()
-        keys = np.zeros(n_killed)  # the level is strict (score > Z): keys never decide
-        params = cfg.kernel.tune(cur_u, scale)
-        accepted = 0
-        for step in range(1, cfg.n_steps + 1):
-            accept, _ = _move(cfg.kernel, params, cur_u, cur_s, keys, self._evaluate, rng, step, (level, math.inf))
-            accepted += int(accept.sum())
-            params = cfg.kernel.adapted(params, float(accept.mean()), step)
-        u[killed], score[killed] = cur_u, cur_s
-        self.log_weight += math.log1p(-n_killed / cfg.n_samples)
-        self.iterations.append(_Iteration(level, n_killed, self.log_weight, int(np.isposinf(score).sum()),
-                                          self.queries - before, accepted / (n_killed * cfg.n_steps), params.scale))
-        return params.scale
 
     @property
     def probability(self) -> float:
