@@ -141,7 +141,7 @@ def test_bad_settings_are_refused_before_any_model_call(params, message):
 def test_identical_replicas_leave_the_error_unmeasured_not_zero():
     # a discrete score can make every replica return the same value: no spread is no evidence
     problem = RareEventProblem(2, lambda u: (np.floor(u[:, 0]), u[:, 0] >= 2), name="floor")
-    result = _quiet(problem, 139, n_samples=20, n_killed=10, n_replicas=2)
+    result = _quiet(problem, 139, n_samples=20, n_killed=10, n_steps=5, n_replicas=2)
     values = [r["probability"] for r in result.info["replicas"]]
     assert values[0] == values[1] > 0
     assert math.isinf(result.cov)
