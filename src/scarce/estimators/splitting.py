@@ -164,13 +164,10 @@ def _move_together(active: list[_Replica], counted: CountedEvaluation, where: st
 
 @dataclass
 class _Iteration:
-    level: float
+    """What an iteration leaves for the result's info: the particles killed, the moves' acceptance rate."""
+
     killed: int
-    log_weight: float
-    n_failed: int
-    n_queries: int
     acceptance: float
-    scale: float
 
 
 class _Replica:
@@ -211,7 +208,7 @@ class _Replica:
             return False
         survivors = np.flatnonzero(~killed)
         parents = survivors[self.rng.integers(0, survivors.size, size=n_killed)]
-        self.level, self.killed, self.before, self.accepted = level, killed, self.queries, 0
+        self.level, self.killed, self.accepted = level, killed, 0
         self.cur_u, self.cur_s = self.u[parents].copy(), self.score[parents].copy()
         self.params = cfg.kernel.tune(self.cur_u, self.scale)
         return True
@@ -240,9 +237,7 @@ class _Replica:
         self.scale = self.params.scale
         self.log_weight += math.log1p(-n_killed / cfg.n_samples)
         self.n_failed = int(np.isposinf(self.score).sum())
-        self.iterations.append(_Iteration(self.level, n_killed, self.log_weight, self.n_failed,
-                                          self.queries - self.before, self.accepted / (n_killed * cfg.n_steps),
-                                          self.scale))
+        self.iterations.append(_Iteration(n_killed, self.accepted / (n_killed * cfg.n_steps)))
 
     def _extinct(self) -> None:
         """Every particle at the level. Copies of one point that never moved (the kernel's rejections)
