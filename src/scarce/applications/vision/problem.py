@@ -212,14 +212,14 @@ class VisionModel:
         if logits.ndim != 2 or logits.shape[1] != self.n_classes:
             raise ScarceError(f"classifier returned logits of shape {tuple(logits.shape)}; expected "
                               f"(n, {self.n_classes}) for a {self.n_classes}-class problem")
-        host = logits.double() if on_cpu else logits.double().cpu()
+        logits_here = logits.double() if on_cpu else logits.double().cpu()  # float64 on the host
         if not embed:
             if n > len(_NO_COLUMNS):
-                return host.numpy(), np.zeros((n, 0)), np.zeros((n, 0), dtype=np.float32)
-            return host.numpy(), _NO_COLUMNS[:n], _NO_FEATURES[:n]
+                return logits_here.numpy(), np.zeros((n, 0)), np.zeros((n, 0), dtype=np.float32)
+            return logits_here.numpy(), _NO_COLUMNS[:n], _NO_FEATURES[:n]
         inputs = self.head_inputs(features, label)
         embedding = features if self.head is None else self.head.transform_tensor(inputs)
-        return host.numpy(), embedding.double().cpu().numpy(), inputs.cpu().numpy()
+        return logits_here.numpy(), embedding.double().cpu().numpy(), inputs.cpu().numpy()
 
 
 ScoreFn = Callable[[ForwardOutputs, int], np.ndarray]
