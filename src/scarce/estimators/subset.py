@@ -440,7 +440,7 @@ class _Run:
         while True:
             pop = level.population
             built = (self.diagnostics[-1], self.n_queries)
-            choice = next_threshold(pop.flat_scores(), cfg.level_probability, min_failures, keys=pop.flat_keys())
+            choice = self._choose_level(pop, min_failures)
             indicator = choice.contains(pop.score, pop.key)
             gamma = chain_correlation_factor(indicator, level.population.mask)
             if choice.is_failure_level:
@@ -466,6 +466,14 @@ class _Run:
             level, scale = self._next_level(level, choice, scale)
             cumulative *= choice.probability
             self._add_level(choice, level, cumulative, gamma)
+
+    def _choose_level(self, pop: Population, min_failures: int) -> ThresholdChoice:
+        """The next level of ``pop``: the rule of :func:`scarce.levels.next_threshold` at ``p0``.
+
+        One seam for the level rule: the splitting benchmark replaces it with a rule that picks
+        ``p0`` per level from the population's chains, to measure that rule against this one.
+        """
+        return next_threshold(pop.flat_scores(), self.config.level_probability, min_failures, keys=pop.flat_keys())
 
     def _finish(self, level: _Level, cumulative: float, status: str, start: float) -> dict:
         """The estimate, its CoV and the evidence behind it, from the last population."""
