@@ -104,7 +104,7 @@ def _print_draw_floor(rows, dim: int, dtype: str) -> None:
           "method's forward time per query, before any other engine work:")
     for row in rows:
         per_query = row.forward / row.n_queries
-        print(f"  {row.name:28s} forward {per_query * 1e6:6.1f} us per query   floor {engine / per_query:.3f}")
+        print(f"  {row.name:30s} forward {per_query * 1e6:6.1f} us per query   floor {engine / per_query:.3f}")
 
 
 class _Honesty:
@@ -139,14 +139,14 @@ class _Honesty:
                 observed.append(np.std(e, ddof=1) / np.mean(e))
         obs = float(np.sqrt(np.mean(np.square(observed)))) if observed else math.nan
         rep = float(np.sqrt(np.mean(np.square(cov[plain & np.isfinite(cov)])))) if plain.any() else math.nan
-        return (f"{self.name:28s} {len(est):5d} {plain.sum():9d} {thin.sum():5d} {(flagged & ~thin).sum():13d} "
+        return (f"{self.name:30s} {len(est):5d} {plain.sum():9d} {thin.sum():5d} {(flagged & ~thin).sum():13d} "
                 f"{cover_plain:10.3f} {covered.mean():9.3f} {rep:9.3f} {obs:9.3f} {rep / obs:9.2f}")
 
 
 def _print_honesty(honesty: list[_Honesty], reps: int, n_seeds: int) -> None:
     print(f"\nError bars against dense Monte Carlo ({n_seeds} seeds x {reps} runs; unflagged = reached, "
           "no flag; thin = thin-evidence flag; coverage of the 95% interval; CoV: root mean square over seeds)")
-    print(f"{'method':28s} {'runs':>5s} {'unflagged':>9s} {'thin':>5s} {'other flags':>13s} "
+    print(f"{'method':30s} {'runs':>5s} {'unflagged':>9s} {'thin':>5s} {'other flags':>13s} "
           f"{'cov. unfl.':>10s} {'cov. all':>9s} {'CoV rep.':>9s} {'CoV obs.':>9s} {'rep/obs':>9s}")
     for trust in honesty:
         print(trust.row())
@@ -169,7 +169,12 @@ def main() -> None:
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--n-samples", type=int, default=2000, help="Subset Simulation N per level")
-    parser.add_argument("--rulers", default="", help="comma-separated rulers, or 'all' (default: the run's top 3)")
+    parser.add_argument("--rulers", default="",
+                        help="comma-separated rulers, 'all', or 'none' (default: the run's top 3)")
+    parser.add_argument("--splitting", action="append", default=[], metavar="N,k,T,R",
+                        help="also run adaptive multilevel splitting on the baseline's score (margin, or the "
+                             "surrogate's margin with --set access=labels) with N particles, k killed, T moves "
+                             "and R replicas (repeat for several settings)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="preset overrides, as given to `scarce vision --set` for the run directory")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
@@ -192,6 +197,19 @@ def main() -> None:
         _measure(args, preset_overrides=parse_overrides(args.set, args.preset))
 
 
+def _splitting_method(baseline: str, spec: str) -> tuple[str, object, str]:
+    """The ``--splitting N,k,T,R`` row: adaptive multilevel splitting on the baseline's score."""
+    from scarce.estimators.splitting import AdaptiveMultilevelSplitting
+
+    try:
+        n, k, t, r = (int(v) for v in spec.split(","))
+    except ValueError:
+        raise SystemExit(f"--splitting must be four integers N,k,T,R, got {spec!r}") from None
+    engine = AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r)
+    score = "surrogate margin" if baseline == "ss_surrogate" else "margin"
+    return baseline, engine, f"Splitting N={n} k={k} T={t} R={r}" + ("" if score == "margin" else f" ({score})")
+
+
 def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     from scarce.applications.vision.methods import MethodSettings, display_name, run_method
     from scarce.applications.vision.pipeline import build_context
@@ -208,6 +226,8 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     frame = result_rows(run.store)
     if args.rulers == "all":
         rulers = list(rank_rulers(frame).ruler)
+    elif args.rulers == "none":
+        rulers = []
     else:
         rulers = [r for r in args.rulers.split(",") if r] or list(rank_rulers(frame).ruler[:3])
     truth = frame[frame.stage == "smc"].set_index("seed_index")
@@ -243,19 +263,21 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     clock = _component_clock()
     # without logits (access=labels) the baseline is Subset Simulation on the surrogate's margin
     baseline = "ss_surrogate" if getattr(preset, "access", "logits") == "labels" else "ss_margin"
-    methods = [baseline, *(f"scarce:{r}" for r in rulers)]
+    # (method key: the score; engine, None for the settings' own; name)
+    methods = [(key, None, display_name(key)) for key in (baseline, *(f"scarce:{r}" for r in rulers))]
+    methods += [_splitting_method(baseline, spec) for spec in args.splitting]
     per_seed_ratio: dict[str, list[float]] = {}
     rows, honesty = [], []
-    for method in methods:
+    for method, engine, name in methods:
         rel, queries, walls, forwards, scores, log_ratio = [], [], [], [], [], []
-        trust = _Honesty(display_name(method))
+        trust = _Honesty(name)
         clock.reset()
         for i in chosen:
             image, label = context.seed_images[i], int(context.seed_labels[i])
             estimates = []
             for rep in range(args.reps):
                 result, timing = run_method(method, context.model, image, label, context.noise, settings,
-                                            rulers=context.rulers, seed=1000 * rep + i)
+                                            rulers=context.rulers, seed=1000 * rep + i, estimator=engine)
                 trust.add(i, result, dense[i])
                 estimates.append(result.probability)
                 rel.append(abs(result.probability / dense[i] - 1))
@@ -268,7 +290,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
             log_ratio.append(seed_cov)
             # this seed's queries for a 10% error over Monte Carlo's (1 - p) / (0.01 p)
             seed_queries = float(np.mean(queries[-args.reps:])) * (seed_cov / 0.1) ** 2
-            per_seed_ratio.setdefault(display_name(method), []).append(
+            per_seed_ratio.setdefault(name, []).append(
                 seed_queries / ((1 - dense[i]) / (0.01 * dense[i])))
         honesty.append(trust)
         if args.dump:
@@ -278,30 +300,30 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
                 out.writelines(json.dumps(record, default=float) + "\n" for record in trust.records)
         cov = float(np.sqrt(np.mean(np.square(log_ratio))))
         q = float(np.mean(queries))
-        rows.append(_Row(display_name(method), float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
+        rows.append(_Row(name, float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
                          float(np.sum(walls)), float(np.sum(forwards)), float(np.sum(scores)),
                          clock.seconds["propose"], clock.seconds["transform"], clock.seconds["level0"],
                          int(np.sum(queries))))
     p_mean = float(np.mean([dense[i] for i in chosen]))
     print()
-    print(f"{'method':28s} {'median rel err':>14s} {'queries':>9s} {'CoV':>6s} {'queries@10%':>12s}")
+    print(f"{'method':30s} {'median rel err':>14s} {'queries':>9s} {'CoV':>6s} {'queries@10%':>12s}")
     for row in rows:
-        print(f"{row.name:28s} {row.median_rel_err:14.3f} {row.queries:9.0f} {row.cov:6.3f} "
+        print(f"{row.name:30s} {row.median_rel_err:14.3f} {row.queries:9.0f} {row.cov:6.3f} "
               f"{row.queries_at_10pct:12.0f}")
     smc_q10 = np.mean([(1 - dense[i]) / (0.01 * dense[i]) for i in chosen])
-    print(f"{'SMC (100/p)':28s} {'':14s} {'':9s} {'':6s} {smc_q10:12.0f}   (mean p {p_mean:.2e})")
+    print(f"{'SMC (100/p)':30s} {'':14s} {'':9s} {'':6s} {smc_q10:12.0f}   (mean p {p_mean:.2e})")
     print("\nqueries for a 10% error over Monte Carlo's 100/p, per seed (seed order as above), and their median:")
     for name, ratios in per_seed_ratio.items():
-        print(f"{name:28s} median {np.median(ratios):7.3f}   " + " ".join(f"{r:.3f}" for r in ratios))
+        print(f"{name:30s} median {np.median(ratios):7.3f}   " + " ".join(f"{r:.3f}" for r in ratios))
     _print_honesty(honesty, args.reps, len(chosen))
     print("\nTime split, as ratios to the classifier's forward-pass time (sums over all runs):")
-    print(f"{'method':28s} {'forward s':>10s} {'score':>7s} {'input transform':>16s} {'aCS proposals':>14s} "
+    print(f"{'method':30s} {'forward s':>10s} {'score':>7s} {'input transform':>16s} {'aCS proposals':>14s} "
           f"{'level-0 draws':>14s} {'engine other':>13s} {'engine total':>13s}")
     for row in rows:
         fwd = row.forward
         other = row.wall - fwd - row.score - row.propose - row.transform - row.level0
         engine = row.propose + row.level0 + other
-        print(f"{row.name:28s} {fwd:10.2f} {row.score / fwd:7.3f} {row.transform / fwd:16.3f} "
+        print(f"{row.name:30s} {fwd:10.2f} {row.score / fwd:7.3f} {row.transform / fwd:16.3f} "
               f"{row.propose / fwd:14.3f} {row.level0 / fwd:14.3f} {other / fwd:13.3f} {engine / fwd:13.3f}")
     print("(input transform: x = clip(x0 + sigma*u); aCS proposals: 784 normal draws per point and the "
           "update; level-0 draws: the first level's N samples; engine other: levels, chains, bookkeeping)")

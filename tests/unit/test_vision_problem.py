@@ -268,6 +268,21 @@ def test_vision_subset_simulation_runs_in_float32_latents_and_agrees_with_the_ex
     assert result.reached_failure and abs(math.log(result.probability / exact)) < 4 * result.cov
 
 
+def test_another_engine_runs_on_the_same_margin_problem_and_agrees_with_the_exact_answer():
+    """run_method(estimator=...): adaptive multilevel splitting on the margin, as the vision benchmark compares."""
+    from scipy.stats import norm
+
+    from scarce import AdaptiveMultilevelSplitting
+    from scarce.applications.vision.methods import MethodSettings, run_method
+
+    engine = AdaptiveMultilevelSplitting(n_samples=200, n_killed=100, n_steps=3, n_replicas=4)
+    result, timing = run_method("ss_margin", _model(), np.full(16, 0.3), 0, GaussianNoise(0.2), MethodSettings(),
+                                seed=3, estimator=engine)
+    assert result.method == "adaptive_multilevel_splitting" and timing["forward"] > 0
+    exact = norm.sf(0.2 / 0.05)
+    assert result.reached_failure and abs(math.log(result.probability / exact)) < 4 * result.cov
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"stop_factor": 0.0}, r"stop_factor must be in \(0, 1\]"),
     ({"count_seeds": "indpendent"}, "Did you mean 'independent'"),

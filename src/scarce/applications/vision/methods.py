@@ -129,8 +129,13 @@ def run_method(
     *,
     rulers: dict[str, Any] | None = None,
     seed: SeedLike = None,
+    estimator: Any = None,
 ) -> tuple[EstimateResult, dict[str, float]]:
     """Run one method on one seed image; returns the result and a timing split.
+
+    ``key`` picks the score (and, unless ``estimator`` is given, the estimator the settings
+    describe); ``estimator`` runs another engine on that method's problem, as the vision
+    benchmark does to compare adaptive multilevel splitting with Subset Simulation on the margin.
 
     The timing split has ``wall`` (the whole estimate), ``forward`` (seconds inside the
     classifier's batched forward passes) and ``score`` (the margin or the ruler on the pass's
@@ -153,7 +158,8 @@ def run_method(
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScarceWarning)
-        result = _estimator(key, settings).estimate(problem, seed=seed)
+        engine = _estimator(key, settings) if estimator is None else estimator
+        result = engine.estimate(problem, seed=seed)
     wall = time.perf_counter() - start
     if not np.isfinite(result.probability):
         raise ScarceError(f"{display_name(key)} returned a non-finite estimate {result.probability}")
