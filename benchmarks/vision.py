@@ -210,6 +210,36 @@ def _splitting_method(baseline: str, spec: str) -> tuple[str, object, str]:
     return baseline, engine, f"Splitting N={n} k={k} T={t} R={r}" + ("" if score == "margin" else f" ({score})")
 
 
+def _rank_rare_candidates(args: argparse.Namespace, context, candidates: list[int]) -> list[int]:
+    """Candidates for ``--max-p``, probed and ordered so the dense runs (minutes a seed) go where
+    they can succeed.
+
+    Every candidate first gets a probe of a twentieth of the dense budget, on its own random
+    seed (so choosing on it does not bias the dense count). A probe expecting fewer than half of
+    ``--min-failures`` in the dense run, or above three times ``--max-p``, is dropped. The rest are
+    ordered: probes inside ``[1.5 min_failures / budget, max_p]`` first, most failures first (the
+    densest truth), then the others by their distance from that range in log-probability.
+    """
+    from scarce.applications.vision.methods import MethodSettings, run_method
+
+    probe = MethodSettings(smc_samples=max(args.smc_samples // 20, 1))
+    low, high = 1.5 * args.min_failures / args.smc_samples, args.max_p
+    kept = []
+    start = time.perf_counter()
+    for i in candidates:
+        first, _ = run_method("smc", context.model, context.seed_images[i], int(context.seed_labels[i]),
+                              context.noise, probe, seed=20_000 + i)
+        expected = first.n_failed * args.smc_samples / probe.smc_samples
+        if expected >= args.min_failures / 2 and first.probability <= 3 * args.max_p:
+            p = first.probability
+            distance = 0.0 if low <= p <= high else min(abs(math.log(p / low)), abs(math.log(p / high)))
+            kept.append((distance, -p, i))
+    print(f"probed {len(candidates)} candidates with {probe.smc_samples} samples each "
+          f"({time.perf_counter() - start:.0f} s): {len(kept)} may hold p <= {args.max_p:g} with enough failures",
+          flush=True)
+    return [i for _, _, i in sorted(kept)]
+
+
 def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     from scarce.applications.vision.methods import MethodSettings, display_name, run_method
     from scarce.applications.vision.pipeline import build_context
@@ -238,21 +268,13 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     flipped = truth.p_hat > 0 if args.max_p is None else truth.p_hat <= args.max_p
     candidates = truth[flipped & (truth.p_hat <= preset.max_probability)
                        & (truth.index >= args.first_seed)].index.tolist()
+    if args.max_p is not None:
+        candidates = _rank_rare_candidates(args, context, candidates)
     chosen, dense = [], {}
     for i in candidates:
         if len(chosen) >= args.seeds:
             break
         image, label = context.seed_images[i], int(context.seed_labels[i])
-        if args.max_p is not None:
-            # rare seeds: a twentieth of the budget first, on its own seed (so choosing on it does
-            # not bias the dense count). A seed whose probe, scaled to the dense budget, expects
-            # fewer than half of min_failures would almost never reach them: its dense run (the
-            # expensive part, minutes a seed) is skipped.
-            probe = MethodSettings(smc_samples=max(args.smc_samples // 20, 1))
-            first, _ = run_method("smc", context.model, image, label, context.noise, probe, seed=20_000 + i)
-            expected = first.n_failed * args.smc_samples / probe.smc_samples
-            if expected < args.min_failures / 2 or first.probability > 3 * args.max_p:
-                continue
         result, _ = run_method("smc", context.model, image, label, context.noise, smc, seed=10_000 + i)
         if result.n_failed >= args.min_failures and (args.max_p is None or result.probability <= args.max_p):
             chosen.append(i)
