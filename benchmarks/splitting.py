@@ -99,19 +99,30 @@ def adaptive_levels():
 
 
 def allocation(problem, n_samples: int, runs: int, first_seed: int) -> None:
-    """Each level's variance term, and the variance left by the optimal split of the same queries."""
-    terms: dict[int, list[tuple[float, float]]] = {}
+    """Each level's variance term, and the variance left by the optimal split of the same queries.
+
+    Intermediate levels are averaged by their index; every run's last factor (its failed
+    fraction, which the stop rule leaves between ``p0 / 2`` and ``p0``) forms its own row. Runs
+    that did not reach the failure event are left out.
+    """
+    terms: dict[object, list[tuple[float, float]]] = {}
+    reached = 0
     for seed in range(first_seed, first_seed + runs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = SubsetSimulation(n_samples=n_samples).estimate(problem, seed=seed)
+        if not result.reached_failure:
+            continue
+        reached += 1
         for d in result.levels[1:]:
-            terms.setdefault(d.level, []).append(((1 - d.probability) / d.probability * (1 + d.correlation_factor),
-                                                  d.correlation_factor))
-    levels = sorted(level for level, values in terms.items() if len(values) >= runs // 2)
+            key = "last" if d is result.levels[-1] else d.level - 1
+            terms.setdefault(key, []).append(((1 - d.probability) / d.probability * (1 + d.correlation_factor),
+                                              d.correlation_factor))
+    levels = sorted((k for k, v in terms.items() if k != "last" and len(v) >= reached // 2), key=int) + ["last"]
     c = np.array([np.mean([t[0] for t in terms[level]]) for level in levels])
     gamma = [np.mean([t[1] for t in terms[level]]) for level in levels]
-    print(f"{problem.name}, N = {n_samples}, {runs} runs: levels reached by at least half the runs")
+    print(f"{problem.name}, N = {n_samples}, {reached} of {runs} runs reached the failure; intermediate levels "
+          "that at least half of them passed, numbered from 0 (the independent draws), and the last factor")
     print("| level | mean gamma | (1 - p)(1 + gamma) / p |\n|---|---|---|")
     for level, g, term in zip(levels, gamma, c):
         print(f"| {level} | {g:.2f} | {term:.1f} |")

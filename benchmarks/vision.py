@@ -210,6 +210,12 @@ def _splitting_method(baseline: str, spec: str) -> tuple[str, object, str]:
     return baseline, engine, f"Splitting N={n} k={k} T={t} R={r}" + ("" if score == "margin" else f" ({score})")
 
 
+def _stream(purpose: str, seed_index: int) -> np.random.SeedSequence:
+    """The random stream of a seed's dense Monte Carlo truth or probe: a two-word entropy that no
+    method run's integer seed (``1000 * rep + i``) can equal, at any number of repetitions."""
+    return np.random.SeedSequence([{"truth": 10_000, "probe": 20_000}[purpose], seed_index])
+
+
 def _rank_rare_candidates(args: argparse.Namespace, context, candidates: list[int]) -> list[int]:
     """Candidates for ``--max-p``, probed and ordered so the dense runs (minutes a seed) go where
     they can succeed.
@@ -223,12 +229,15 @@ def _rank_rare_candidates(args: argparse.Namespace, context, candidates: list[in
     from scarce.applications.vision.methods import MethodSettings, run_method
 
     probe = MethodSettings(smc_samples=max(args.smc_samples // 20, 1))
-    low, high = 1.5 * args.min_failures / args.smc_samples, args.max_p
+    low, high = max(1.5 * args.min_failures, 1) / args.smc_samples, args.max_p
+    if low > high:
+        print(f"warning: --max-p {high:g} is below 1.5 x --min-failures / --smc-samples = {low:g}: no seed can "
+              "reach the failures asked for; raise --smc-samples", flush=True)
     kept = []
     start = time.perf_counter()
     for i in candidates:
         first, _ = run_method("smc", context.model, context.seed_images[i], int(context.seed_labels[i]),
-                              context.noise, probe, seed=20_000 + i)
+                              context.noise, probe, seed=_stream("probe", i))
         expected = first.n_failed * args.smc_samples / probe.smc_samples
         if expected >= args.min_failures / 2 and first.probability <= 3 * args.max_p:
             p = first.probability
@@ -275,7 +284,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
         if len(chosen) >= args.seeds:
             break
         image, label = context.seed_images[i], int(context.seed_labels[i])
-        result, _ = run_method("smc", context.model, image, label, context.noise, smc, seed=10_000 + i)
+        result, _ = run_method("smc", context.model, image, label, context.noise, smc, seed=_stream("truth", i))
         if result.n_failed >= args.min_failures and (args.max_p is None or result.probability <= args.max_p):
             chosen.append(i)
             dense[i] = result.probability
