@@ -197,15 +197,16 @@ def main() -> None:
         _measure(args, preset_overrides=parse_overrides(args.set, args.preset))
 
 
-def _splitting_method(baseline: str, spec: str) -> tuple[str, object, str]:
-    """The ``--splitting N,k,T,R`` row: adaptive multilevel splitting on the baseline's score."""
+def _splitting_method(baseline: str, spec: str, dtype: str) -> tuple[str, object, str]:
+    """The ``--splitting N,k,T,R`` row: adaptive multilevel splitting on the baseline's score, its
+    latents in the precision Subset Simulation uses."""
     from scarce.estimators.splitting import AdaptiveMultilevelSplitting
 
     try:
         n, k, t, r = (int(v) for v in spec.split(","))
     except ValueError:
         raise SystemExit(f"--splitting must be four integers N,k,T,R, got {spec!r}") from None
-    engine = AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r)
+    engine = AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r, dtype=dtype)
     score = "surrogate margin" if baseline == "ss_surrogate" else "margin"
     return baseline, engine, f"Splitting N={n} k={k} T={t} R={r}" + ("" if score == "margin" else f" ({score})")
 
@@ -296,7 +297,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     baseline = "ss_surrogate" if getattr(preset, "access", "logits") == "labels" else "ss_margin"
     # (method key: the score; engine, None for the settings' own; name)
     methods = [(key, None, display_name(key)) for key in (baseline, *(f"scarce:{r}" for r in rulers))]
-    methods += [_splitting_method(baseline, spec) for spec in args.splitting]
+    methods += [_splitting_method(baseline, spec, settings.latent_dtype) for spec in args.splitting]
     per_seed_ratio: dict[str, list[float]] = {}
     rows, honesty = [], []
     for method, engine, name in methods:

@@ -45,6 +45,23 @@ def test_the_estimate_is_unbiased_for_every_k(n_samples, n_killed, n_runs):
     assert se < 0.15e-3  # the test can fail: the runs pin the mean to within 45%
 
 
+def test_float32_particles_reach_the_model_as_float32_and_stay_unbiased():
+    seen = set()
+    base = linear(dim=20, probability=1e-3)
+
+    def evaluate(x):
+        seen.add(x.dtype)
+        return base.evaluate(x)
+
+    problem = RareEventProblem(20, evaluate, name="linear float32")
+    results = _runs(AdaptiveMultilevelSplitting(n_samples=100, n_killed=50, n_steps=3, n_replicas=2, dtype="float32"),
+                    problem, 60)
+    assert seen == {np.dtype(np.float32)} and results[0].info["dtype"] == "float32"
+    assert all(r.reached_failure for r in results)
+    mean, se = _mean_and_se([r.probability for r in results])
+    assert abs(mean - 1e-3) <= 3 * se and se < 0.15e-3, (mean, se)
+
+
 def test_a_heavily_tied_score_kills_every_tie_and_stays_unbiased():
     # the score is the first coordinate rounded down to a grid of 0.5: plateaus of many ties
     truth = float(norm.sf(3.0))
@@ -128,6 +145,7 @@ def test_a_budget_exhausted_mid_run_gives_a_flagged_partial_result():
     ({"n_steps": 0}, r"n_steps"),
     ({"max_queries": 150}, r"max_queries must be at least n_samples \* n_replicas = 400"),
     ({"kernel": "acs"}, r"kernel must be a scarce.kernels.Kernel"),
+    ({"dtype": "float16"}, r"dtype must be one of"),
 ])
 def test_bad_settings_are_refused_before_any_model_call(params, message):
     calls = []

@@ -55,6 +55,7 @@ from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarni
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import exceeds_budget
+from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
 from scarce.seeding import SeedLike
@@ -85,13 +86,17 @@ class AdaptiveMultilevelSplitting(Estimator):
     max_queries : int, optional
         Query budget over all replicas; an iteration that would exceed it is not started and
         the partial result is flagged ``status="budget"``.
+    dtype : {"float64", "float32"}
+        Precision of the latent particles, as in :class:`~scarce.estimators.subset.SubsetSimulation`:
+        float32 draws the normals several times faster and halves the memory traffic, which
+        matters for image-sized latents; scores and estimates stay float64.
     """
 
     method = "adaptive_multilevel_splitting"
 
     def __init__(self, n_samples: int = 1000, n_killed: int | None = None, n_steps: int = 3, n_replicas: int = 4,
                  kernel: Kernel | None = None, max_iterations: int = 100_000,
-                 max_queries: int | None = None) -> None:
+                 max_queries: int | None = None, dtype: str = "float64") -> None:
         self.n_samples = n_samples
         self.n_killed = n_killed
         self.n_steps = n_steps
@@ -99,6 +104,7 @@ class AdaptiveMultilevelSplitting(Estimator):
         self.kernel = kernel
         self.max_iterations = max_iterations
         self.max_queries = max_queries
+        self.dtype = dtype
 
     def _validated(self) -> AdaptiveMultilevelSplitting:
         n = check_positive_int("n_samples", self.n_samples, minimum=2)
@@ -117,7 +123,8 @@ class AdaptiveMultilevelSplitting(Estimator):
                 raise ScarceError(f"max_queries must be at least n_samples * n_replicas = {n * replicas} (the "
                                   f"first draws of every replica), got {self.max_queries}")
         return AdaptiveMultilevelSplitting(n, k, check_positive_int("n_steps", self.n_steps), replicas, kernel,
-                                           check_positive_int("max_iterations", self.max_iterations), max_queries)
+                                           check_positive_int("max_iterations", self.max_iterations), max_queries,
+                                           check_dtype(self.dtype).name)
 
     def estimate(self, problem: RareEventProblem, seed: SeedLike = None) -> EstimateResult:
         """Estimate ``problem``'s failure probability: the mean of ``n_replicas`` independent runs.
@@ -182,7 +189,7 @@ class _Replica:
 
     def draw(self, dim: int) -> np.ndarray:
         """The ``N`` first particles, independent draws of N(0, I)."""
-        self.u = self.rng.standard_normal((self.cfg.n_samples, dim))
+        self.u = standard_normal(self.rng, (self.cfg.n_samples, dim), self.cfg.dtype)
         return self.u
 
     def scored(self, score: np.ndarray) -> None:
@@ -294,7 +301,7 @@ def _warn(status: str, replicas: list[_Replica]) -> None:
 def _info(cfg: AdaptiveMultilevelSplitting, replicas: list[_Replica]) -> dict:
     return {
         "n_killed": cfg.n_killed, "n_steps": cfg.n_steps, "n_replicas": cfg.n_replicas,
-        "kernel": repr(cfg.kernel), "max_queries": cfg.max_queries,
+        "kernel": repr(cfg.kernel), "max_queries": cfg.max_queries, "dtype": cfg.dtype,
         "cov_degrees_of_freedom": cfg.n_replicas - 1,
         "extinct_replicas": sum(r.status == "extinct" for r in replicas),
         "replicas": [{"probability": r.probability, "status": r.status, "iterations": len(r.iterations),
