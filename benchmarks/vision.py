@@ -71,6 +71,7 @@ class _Clock:
 def _component_clock() -> _Clock:
     """Time the aCS proposals, level 0's draws and the noise transform inside every run (wrapping
     their functions)."""
+    import scarce.estimators.splitting as splitting
     import scarce.estimators.subset as subset
     from scarce.applications.vision.noise import GaussianNoise, UniformNoise
     from scarce.kernels import ConditionalSampling
@@ -78,6 +79,7 @@ def _component_clock() -> _Clock:
     clock = _Clock()
     clock.wrap(ConditionalSampling, "propose", "propose")
     clock.wrap(subset, "standard_normal", "level0")
+    clock.wrap(splitting, "standard_normal", "level0")  # splitting's first draws
     clock.wrap(GaussianNoise, "apply", "transform")
     clock.wrap(UniformNoise, "apply", "transform")
     return clock

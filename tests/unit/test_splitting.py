@@ -13,6 +13,7 @@ from scipy.stats import norm
 from scarce import AdaptiveMultilevelSplitting, RareEventProblem
 from scarce.errors import ScarceError, StalledLevelWarning
 from scarce.problems import linear
+from scarce.results import EstimateResult
 
 
 def _mean_and_se(estimates: list[float]) -> tuple[float, float]:
@@ -57,6 +58,7 @@ def test_float32_particles_reach_the_model_as_float32_and_stay_unbiased():
     results = _runs(AdaptiveMultilevelSplitting(n_samples=100, n_killed=50, n_steps=3, n_replicas=2, dtype="float32"),
                     problem, 60)
     assert seen == {np.dtype(np.float32)} and results[0].info["dtype"] == "float32"
+    assert EstimateResult.from_json(results[0].to_json()).info["dtype"] == "float32"
     assert all(r.reached_failure for r in results)
     mean, se = _mean_and_se([r.probability for r in results])
     assert abs(mean - 1e-3) <= 3 * se and se < 0.15e-3, (mean, se)

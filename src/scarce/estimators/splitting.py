@@ -122,9 +122,11 @@ class AdaptiveMultilevelSplitting(Estimator):
             if max_queries < n * replicas:
                 raise ScarceError(f"max_queries must be at least n_samples * n_replicas = {n * replicas} (the "
                                   f"first draws of every replica), got {self.max_queries}")
-        return AdaptiveMultilevelSplitting(n, k, check_positive_int("n_steps", self.n_steps), replicas, kernel,
-                                           check_positive_int("max_iterations", self.max_iterations), max_queries,
-                                           check_dtype(self.dtype).name)
+        return AdaptiveMultilevelSplitting(
+            n_samples=n, n_killed=k, n_steps=check_positive_int("n_steps", self.n_steps), n_replicas=replicas,
+            kernel=kernel, max_iterations=check_positive_int("max_iterations", self.max_iterations),
+            max_queries=max_queries, dtype=check_dtype(self.dtype).name,
+        )
 
     def estimate(self, problem: RareEventProblem, seed: SeedLike = None) -> EstimateResult:
         """Estimate ``problem``'s failure probability: the mean of ``n_replicas`` independent runs.
