@@ -43,6 +43,8 @@ SCENARIOS = {
     "plateau": _fixed(lambda u: np.minimum(u[:, 0], 2.0), lambda u: u[:, 0] >= 4, norm.sf(4.0), "plateau"),
     "steps": _fixed(lambda u: np.floor(2 * u[:, 0]) / 2, lambda u: u[:, 0] >= 3.5, norm.sf(3.5), "steps"),
     "jumps": _fixed(lambda u: u[:, 0] + (u[:, 0] > 2.0), lambda u: u[:, 0] >= 3.5, norm.sf(3.5), "jumps"),
+    # jumps without the jump: Subset Simulation only ranks scores, so the two give the same runs
+    "plain": _fixed(lambda u: u[:, 0], lambda u: u[:, 0] >= 3.5, norm.sf(3.5), "plain"),
     "misleading": _fixed(lambda u: u[:, 1], lambda u: u[:, 0] >= 3.5, norm.sf(3.5), "misleading"),
     "near_one": _fixed(lambda u: u[:, 0], lambda u: u[:, 0] >= -3, norm.sf(-3.0), "near_one"),
     "none": _fixed(lambda u: u[:, 0], lambda u: np.zeros(len(u), bool), 0.0, "none"),
