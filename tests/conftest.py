@@ -26,6 +26,52 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             item.add_marker(pytest.mark.slow)
 
 
+#: Test folders whose tests run the vision protocol through the CLI, each in a new run directory.
+VISION_RUN_FOLDERS = ("applications", "cli")
+
+
+@pytest.fixture(scope="session")
+def _trained_classifiers(tmp_path_factory):
+    """One cache of trained classifiers for the whole session (see ``_classifier_trained_once``)."""
+    return tmp_path_factory.mktemp("trained-classifiers")
+
+
+@pytest.fixture(autouse=True)
+def _classifier_trained_once(request, monkeypatch):
+    """Train each classifier configuration once per session for the tests that run the protocol.
+
+    Every CLI test of the vision protocol starts from an empty run directory and would train the
+    same tiny classifier again (seconds each, a good part of the suite's time). Here
+    ``train_classifier`` first trains (or loads) the model in a session cache and copies it into
+    the run's own cache when that holds no entry of that name, then runs as usual, so the run
+    loads it: the code that reads a cached classifier runs in every such test, and training runs
+    once per configuration. An entry already in the run's cache (a test that damaged it, say)
+    is left alone for the real code to judge.
+    """
+    if not any(folder in Path(str(request.node.fspath)).parts for folder in VISION_RUN_FOLDERS):
+        return
+    import shutil
+
+    from scarce.applications.vision import classifier as module
+
+    store = request.getfixturevalue("_trained_classifiers")
+    real = module.train_classifier
+
+    def train_once(images, labels, config=module.ClassifierConfig(), *, cache_dir=None, progress=False):
+        if cache_dir is not None:
+            shared = real(images, labels, config, cache_dir=store, progress=progress)
+            target = Path(cache_dir).expanduser()
+            if not (target / f"{shared.fingerprint}.safetensors").exists():
+                target.mkdir(parents=True, exist_ok=True)
+                for suffix in (".safetensors", ".json"):
+                    source = store / f"{shared.fingerprint}{suffix}"
+                    if source.exists():
+                        shutil.copyfile(source, target / source.name)
+        return real(images, labels, config, cache_dir=cache_dir, progress=progress)
+
+    monkeypatch.setattr(module, "train_classifier", train_once)
+
+
 def dead_pid() -> int:
     """The pid of a process that has just ended."""
     child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
