@@ -180,18 +180,28 @@ def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengt
     return u, score, key, mask
 
 
+def propose_moves(kernel: Kernel, params: KernelParams, cur_u: np.ndarray,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's candidates for the states ``cur_u``, and which of them differ from their state.
+
+    Only moved candidates need a model call; kernels whose candidates move almost surely (aCS)
+    skip the check, a full pass over the batch.
+    """
+    candidate = kernel.propose(cur_u, params, rng)
+    moved = np.ones(cur_u.shape[0], dtype=bool) if kernel.always_moves else np.any(candidate != cur_u, axis=1)
+    return candidate, moved
+
+
 def _move(kernel: Kernel, params: KernelParams, cur_u: np.ndarray, cur_s: np.ndarray, cur_k: np.ndarray,
           evaluate: LatentEvaluate, rng: np.random.Generator, step: int,
           level: tuple[float, float]) -> tuple[np.ndarray, int]:
     """One MCMC move of the active chains, in place; the accepted mask and the model calls made.
 
     A candidate is accepted exactly when it lies in the level (``level = (threshold, key)``);
-    an unchanged candidate needs no model call, and kernels whose candidates move almost surely
-    (aCS) skip that check, a full pass over the batch.
+    an unchanged candidate needs no model call (:func:`propose_moves`).
     """
-    candidate = kernel.propose(cur_u, params, rng)
+    candidate, moved = propose_moves(kernel, params, cur_u, rng)
     cand_k = rng.random(cur_u.shape[0])
-    moved = np.ones(cur_u.shape[0], dtype=bool) if kernel.always_moves else np.any(candidate != cur_u, axis=1)
     cand_s, calls = cur_s.copy(), 0
     if moved.all():
         cand_s, calls = evaluate(candidate, step), cur_u.shape[0]

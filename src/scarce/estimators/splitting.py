@@ -53,6 +53,7 @@ import numpy as np
 from scarce.checks import check_positive_int
 from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result
+from scarce.estimators.chains import propose_moves
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import exceeds_budget
 from scarce.normals import check_dtype, standard_normal
@@ -224,10 +225,7 @@ class _Replica:
 
     def propose(self) -> tuple[np.ndarray, np.ndarray]:
         """Candidates for the copies, and which of them differ from their state (only those are evaluated)."""
-        candidate = self.cfg.kernel.propose(self.cur_u, self.params, self.rng)
-        moved = np.ones(len(candidate), dtype=bool) if self.cfg.kernel.always_moves else \
-            np.any(candidate != self.cur_u, axis=1)
-        return candidate, moved
+        return propose_moves(self.cfg.kernel, self.params, self.cur_u, self.rng)
 
     def accept(self, candidate: np.ndarray, moved: np.ndarray, score: np.ndarray, step: int) -> None:
         """Keep the moved candidates above the level (strictly: ties with it stay out)."""
