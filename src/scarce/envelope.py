@@ -72,6 +72,60 @@ def chain_correlation_factor(indicator: np.ndarray, mask: np.ndarray) -> float:
     return max(gamma, -1.0)
 
 
+def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: int | None = None,
+                             block: int = 1 << 22) -> float:
+    r"""Variance per sample of an indicator's mean over a Latin hypercube, estimated from the design.
+
+    For ``N`` Latin-hypercube points, ``Var(mean of I) = (sigma^2 - sum_j sigma_j^2) / N + o(1/N)``
+    (Stein 1987; Owen 1992), where ``sigma_j^2`` is the variance of the main effect
+    ``g_j(u_j) = E[I | u_j] - p``: the stratification removes the additive part of ``I``. This
+    returns an estimate of ``sigma^2 - sum_j sigma_j^2``, the residual's variance, to put in
+    place of ``p (1 - p)`` in a level's binomial term.
+
+    Each ``g_j`` is the leave-one-out mean of ``I`` over the ``2 h + 1`` points nearest in
+    ``u_j`` (the design holds one point per stratum, so these are neighbouring strata), minus
+    ``p``; the estimate is the mean square of ``I - p - sum_j g_j(u_ij)``. Both errors of that
+    fit raise it on average: the leave-one-out means add their own noise (about
+    ``d p (1 - p) / (2 h)``), and the window smooths part of each main effect into the
+    residual. It is capped at ``p (1 - p)``, the independent-sample variance, which it reaches
+    when the score has no strong main effects, and which is returned without a fit when
+    ``d >= 2 h`` (the fit's noise alone would reach it).
+
+    Parameters
+    ----------
+    u : ndarray, shape (N, d)
+        The Latin-hypercube points in the latent space.
+    indicator : ndarray of bool, shape (N,)
+        The indicator whose mean is estimated (a level's membership).
+    half_window : int, optional
+        ``h``; by default ``ceil(sqrt(N) / 2)``.
+    block : int
+        Coordinates are processed in blocks of about ``block`` entries.
+    """
+    values = np.asarray(indicator, dtype=float).ravel()
+    n = values.size
+    p = float(values.mean()) if n else 0.0
+    binomial = p * (1.0 - p)
+    if n < 3 or binomial <= 0.0:
+        return binomial
+    h = max(1, min(n // 2, math.ceil(math.sqrt(n) / 2.0) if half_window is None else int(half_window)))
+    if u.shape[1] >= 2 * h:  # the fit's own noise, d p (1 - p) / (2 h), already reaches the cap
+        return binomial
+    rank = np.arange(n)
+    lo, hi = np.maximum(rank - h, 0), np.minimum(rank + h, n - 1)
+    count = (hi - lo).astype(float)  # points in the window, the point itself left out
+    fitted = np.zeros(n)
+    width = max(1, block // n)
+    for start in range(0, u.shape[1], width):
+        order = np.argsort(u[:, start:start + width], axis=0, kind="stable")
+        ordered = values[order]
+        cumulative = np.vstack([np.zeros((1, order.shape[1])), np.cumsum(ordered, axis=0)])
+        effect = (cumulative[hi + 1] - cumulative[lo] - ordered) / count[:, None] - p
+        fitted += np.bincount(order.ravel(), weights=effect.ravel(), minlength=n)
+    residual = values - p - fitted
+    return float(min(binomial, np.mean(residual * residual)))
+
+
 def level_cov(probability: float, n_samples: int, correlation_factor: float = 0.0) -> float:
     """Au-Beck CoV ``sqrt((1 - p) / (N p) * (1 + gamma))`` of one level's fraction (``inf`` if p = 0)."""
     if probability <= 0.0:

@@ -11,6 +11,7 @@ from scarce.envelope import (
     chain_correlation_factor,
     clopper_pearson,
     combine_cov,
+    latin_hypercube_variance,
     level_cov,
     lineage_variance,
     lognormal_interval,
@@ -122,3 +123,54 @@ def test_lineage_variance_depth_zero_matches_au_beck_on_real_chains():
     # the chain-sum variance and the Au-Beck correlation factor describe the same spread
     au_beck = level_cov(p, 400, chain_correlation_factor(indicator, np.ones_like(indicator))) ** 2
     assert 0.5 * au_beck < expected < 2.0 * au_beck
+
+
+def _lhs_fractions(score, dim, n=200, reps=300, seed=3):
+    """The fraction above the population's 90% point over ``reps`` Latin hypercubes, and each
+    design's own variance estimate."""
+    from scarce.estimators.subset import latin_hypercube_normal
+
+    rng = np.random.default_rng(seed)
+    threshold = np.quantile(score(np.random.default_rng(99).standard_normal((400_000, dim))), 0.9)
+    fractions, estimates = [], []
+    for _ in range(reps):
+        u = latin_hypercube_normal(n, dim, rng)
+        above = score(u) > threshold
+        fractions.append(above.mean())
+        estimates.append(latin_hypercube_variance(u, above))
+    return np.array(fractions), np.array(estimates)
+
+
+@pytest.mark.parametrize("score, dim", [
+    (lambda u: u[:, 0], 2),  # one main effect: the design places the level almost exactly
+    (lambda u: u.sum(1), 3),  # additive, spread over three coordinates
+    (lambda u: (u * u).sum(1), 2),  # even in each coordinate: main effects, not linear ones
+    (lambda u: u[:, 0] * u[:, 1], 2),  # no main effect at all: the binomial variance
+])
+def test_latin_hypercube_variance_is_conservative_and_below_the_binomial(score, dim):
+    n = 200
+    fractions, estimates = _lhs_fractions(score, dim, n)
+    observed = fractions.var(ddof=1) * n  # per sample, like the estimate
+    # the variance of a variance over 300 designs: allow its sampling error (about 8%) and no more
+    assert estimates.mean() >= 0.85 * observed
+    assert np.all(estimates <= fractions * (1 - fractions) + 1e-12)  # never above each design's p (1 - p)
+
+
+def test_latin_hypercube_variance_sees_a_single_main_effect():
+    fractions, estimates = _lhs_fractions(lambda u: u[:, 0], 2)
+    # the binomial term would be 0.09; the design's own error is far below it, and so is the estimate
+    assert fractions.var(ddof=1) * 200 < 0.001
+    assert estimates.mean() < 0.2 * 0.09
+
+
+def test_latin_hypercube_variance_edge_cases():
+    u = np.random.default_rng(0).standard_normal((50, 3))
+    assert latin_hypercube_variance(u, np.zeros(50, bool)) == 0.0
+    assert latin_hypercube_variance(u, np.ones(50, bool)) == 0.0
+    assert latin_hypercube_variance(u[:2], np.array([True, False])) == 0.25
+    # d >= 2 h (h = 5 at N = 100): the fit's own noise reaches the binomial, which is returned unfitted
+    wide = np.random.default_rng(1).standard_normal((100, 10))
+    assert latin_hypercube_variance(wide, wide[:, 0] > 1.0) == pytest.approx(np.mean(wide[:, 0] > 1.0) * np.mean(wide[:, 0] <= 1.0))
+    # blocks of coordinates give the same estimate as one pass
+    above = u[:, 0] + u[:, 1] > 1.0
+    assert latin_hypercube_variance(u, above, block=50) == pytest.approx(latin_hypercube_variance(u, above))

@@ -17,8 +17,10 @@ all chains advance together with one batched model call per MCMC step.
 Level 0 is a Latin hypercube in the latent space (``first_level="lhs"``): each point is exactly
 N(0, I), so nothing downstream changes, but the first threshold is placed more precisely. The
 gain is largest for nearly additive scores; Latin hypercube sampling is never much worse than
-independent sampling (Owen 1997). The reported CoV keeps the independent-sample term for level
-0 (conservative).
+independent sampling (Owen 1997). The reported CoV follows: level 1's term uses the residual
+variance the design leaves (the indicator's variance less its main effects, Stein 1987), estimated
+from level 0 itself by :func:`scarce.envelope.latin_hypercube_variance` and never above the
+independent-sample term.
 
 The last level (``stop_factor``). The classic rule runs levels until ``p0 * N`` samples have
 failed. When a level's failure fraction ``f`` falls just short of ``p0``, one more level costs
@@ -58,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce.envelope import chain_correlation_factor, combine_cov, level_cov, lineage_variance
+from scarce.envelope import chain_correlation_factor, combine_cov, latin_hypercube_variance, level_cov, lineage_variance
 from scarce.checks import check_flag, check_in_interval, check_positive_int
 from scarce.errors import (
     BudgetExhaustedWarning,
@@ -378,6 +380,8 @@ class _Run:
         self.diagnostics: list[LevelDiagnostics] = []
         self.level_covs: list[float] = []
         self.cov_au_beck = math.inf
+        # squared-CoV change of level 1 when level 0 is a Latin hypercube (<= 0; see _level_cov)
+        self.first_level_correction = 0.0
         # per level: (residual hits per chain, parent chain per chain or None, level probability)
         self.lineage: list[tuple[np.ndarray, np.ndarray | None, float]] = []
 
@@ -443,9 +447,10 @@ class _Run:
             choice = self._choose_level(pop, min_failures)
             indicator = choice.contains(pop.score, pop.key)
             gamma = chain_correlation_factor(indicator, level.population.mask)
+            delta = self._level_cov(level, indicator, choice.probability, gamma)
             if choice.is_failure_level:
                 cumulative *= choice.probability
-                self._add_level(choice, level, cumulative, gamma, final=True)
+                self._add_level(choice, level, cumulative, gamma, delta, final=True)
                 status = "converged"
                 if choice.stalled and choice.n_above == 0:
                     status = "stalled"
@@ -465,7 +470,25 @@ class _Run:
             self._record_lineage(level.population, indicator, choice.probability)
             level, scale = self._next_level(level, choice, scale)
             cumulative *= choice.probability
-            self._add_level(choice, level, cumulative, gamma)
+            self._add_level(choice, level, cumulative, gamma, delta)
+
+    def _level_cov(self, level: _Level, indicator: np.ndarray, probability: float, gamma: float) -> float:
+        """The CoV ``delta_l`` of the fraction of ``level``'s population above the next boundary.
+
+        Au-Beck's term, except above a Latin-hypercube level 0: there the first boundary is
+        placed more precisely than independent draws would place it, by as much as the
+        indicator's main effects explain (:func:`scarce.envelope.latin_hypercube_variance`), and
+        the binomial ``p (1 - p)`` is replaced by that estimate of the residual variance. Level
+        0's error is uncorrelated with the later levels' (their lineage terms against it sum to
+        zero), so the same change applies to the genealogy's variance
+        (:attr:`first_level_correction`).
+        """
+        n = self.n_samples
+        if self.level_index > 0 or self.config.first_level != "lhs" or not 0.0 < probability < 1.0:
+            return level_cov(probability, n, gamma)
+        variance = latin_hypercube_variance(level.population.flat_u(), indicator.ravel())
+        self.first_level_correction = (variance - probability * (1.0 - probability)) / (n * probability**2)
+        return math.sqrt(variance / (n * probability**2))
 
     def _choose_level(self, pop: Population, min_failures: int) -> ThresholdChoice:
         """The next level of ``pop``: the rule of :func:`scarce.levels.next_threshold` at ``p0``.
@@ -490,7 +513,7 @@ class _Run:
             # failures that appeared some levels before the last and multiplied since are correlated
             # through the chain they appeared in: the genealogy reaches back to that level at least
             depth = max(cfg.cov_depth, len(self.lineage) - 1 - self.origin_level)
-            cov = math.sqrt(max(lineage_variance(self.lineage, n, depth), 0.0))
+            cov = math.sqrt(max(lineage_variance(self.lineage, n, depth) + self.first_level_correction, 0.0))
         self.failure_lineages, self.effective_lineages = self._failure_lineages(last) if n_failed else (0, 0.0)
         return {
             "probability": probability,
@@ -552,10 +575,9 @@ class _Run:
         return _Level(choice.threshold, population, stats), stats.scale
 
     def _add_level(
-        self, choice: ThresholdChoice, level: _Level, cumulative: float, gamma: float, final: bool = False
+        self, choice: ThresholdChoice, level: _Level, cumulative: float, gamma: float, delta: float, final: bool = False
     ) -> None:
         probability = choice.probability
-        delta = level_cov(probability, self.n_samples, gamma)
         self.level_covs.append(delta)
         if final:
             self.level_index += 1
