@@ -8,6 +8,7 @@ verdicts: pairs whose best refit ruler is within 10% of ``p_ref``, pairs where r
 inherited, and pairs where no ruler's threshold is reached by any jailbreak (recall 0).
 
     python benchmarks/llm_transfer.py --corpus runs/llm/corpus-separate.parquet --n-runs 10
+    python benchmarks/llm_transfer.py --corpus runs/llm/corpus-separate.parquet --n-runs 10 --view conversation
 """
 
 from __future__ import annotations
@@ -28,15 +29,17 @@ def main() -> None:
     parser.add_argument("--n-samples", type=int, default=20_000)
     parser.add_argument("--n-runs", type=int, default=10)
     parser.add_argument("--eta", type=float, default=1e-3)
+    parser.add_argument("--view", default="auto", help="what the rulers see: auto, response or conversation")
     parser.add_argument("--tolerance", type=float, default=0.1, help="the issue's bound on the refit |r - 1|")
     args = parser.parse_args()
 
     start = time.perf_counter()
-    config = TransferConfig(n_samples=args.n_samples, n_runs=args.n_runs, etas=(args.eta,))
+    config = TransferConfig(n_samples=args.n_samples, n_runs=args.n_runs, etas=(args.eta,), view=args.view)
     table = transfer_matrix(read_corpus(args.corpus), config)
     summary = best_per_pair(table)
     print(f"{len(table)} cells, {len(summary)} fitted -> applied pairs, {time.perf_counter() - start:.0f} s "
-          f"(N = {args.n_samples:,}, {args.n_runs} runs per cell, eta = {args.eta:g})\n")
+          f"(N = {args.n_samples:,}, {args.n_runs} runs per cell, eta = {args.eta:g}, rulers on the "
+          f"{table.view.iloc[0]})\n")
     pd.set_option("display.width", 220)
     cols = ["fitted", "applied", "jailbreaks", "best", "recall", "best_error_refit", "best_error_inherited",
             "exact_refit", "exact_inherited", "n_recall_zero", "n_variants"]

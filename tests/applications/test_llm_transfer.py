@@ -97,3 +97,34 @@ def test_cli_writes_the_table_and_every_cell(tmp_path):
     one = CliRunner().invoke(app, ["llm", "transfer", "--corpus", str(corpus), "--out", str(tmp_path / "t3"),
                                    "--styles", "PAIR"])
     assert one.exit_code == 2 and "at least two distinct attack styles" in one.output and "--etas" not in one.output
+
+
+def _two_part_corpus():
+    """The synthetic corpus re-embedded as ``[prompt, response]``: the prompt half marks the style
+    (PAIR's jailbreaks sit far along it), the response half holds the jailbreak signal."""
+    import json
+
+    corpus = synthetic_corpus()
+    response = np.stack(corpus.embedding.to_numpy())
+    prompt = np.zeros_like(response)
+    prompt[:, 0] = np.where((corpus.method == "PAIR") & corpus.jailbroken, 25.0, 0.0)
+    corpus["embedding"] = list(np.hstack([prompt, response]).astype(np.float32))
+    corpus.attrs = {"embedding": {"identity": json.dumps({"parts": "separate"}), "dimension": 16}}
+    return corpus
+
+
+def test_rulers_see_the_response_half_of_a_two_part_embedding():
+    corpus = _two_part_corpus()
+    auto = transfer_matrix(corpus, TransferConfig(**SMALL))
+    whole = transfer_matrix(corpus, TransferConfig(**SMALL, view="conversation"))
+    assert set(auto.view) == {"response"} and set(whole.view) == {"conversation"}
+    pd.testing.assert_frame_equal(auto, transfer_matrix(corpus, TransferConfig(**SMALL, view="response")))
+    # fitted on PAIR, the whole vector keys on PAIR's prompt marker, which GCG's jailbreaks lack
+    from_pair = lambda t: t[(t.fitted == "PAIR") & (t.applied == "GCG")].recall  # noqa: E731
+    assert from_pair(auto).max() > 0.05 and from_pair(whole).max() == 0.0
+    # a corpus without the two-part record takes the whole vector under auto, and refuses "response"
+    assert set(transfer_matrix(synthetic_corpus(), TransferConfig(**SMALL)).view) == {"conversation"}
+    with pytest.raises(ScarceError, match="view='response' needs a corpus embedded with the prompt and the response"):
+        transfer_matrix(synthetic_corpus(), TransferConfig(**SMALL, view="response"))
+    with pytest.raises(ScarceError, match="view"):
+        TransferConfig(view="prompt")

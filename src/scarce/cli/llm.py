@@ -198,6 +198,9 @@ def transfer(
     n_samples: int = typer.Option(20_000, help="Subset Simulation samples per level."),
     n_runs: int = typer.Option(20, help="Cascade runs per cell."),
     seed: int = typer.Option(0, help="Seed of every cell's runs."),
+    view: str = typer.Option("auto", help="What the rulers see: 'response' (the response half of a corpus "
+                             "embedded in two parts), 'conversation' (the whole vector), or 'auto' (the "
+                             "response where the corpus has it)."),
 ) -> None:
     """Leave-one-style-out transfer: rulers fitted on one attack style applied to each other style."""
     import time
@@ -214,7 +217,7 @@ def transfer(
         fail(f"--etas takes comma-separated numbers, got {etas!r} ({exc})", exc)
     try:
         config = TransferConfig(styles=tuple(s.strip() for s in styles.split(",") if s.strip()), etas=eta_values,
-                                n_samples=n_samples, n_runs=n_runs, seed=seed)
+                                n_samples=n_samples, n_runs=n_runs, seed=seed, view=view)
         out_dir = check_output_dir(out, "output directory")
         table = transfer_matrix(read_corpus(corpus), config, log=lambda m: typer.echo(m, err=True))
     except ScarceError as exc:

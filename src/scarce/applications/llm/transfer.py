@@ -18,6 +18,14 @@ each adversarial fraction ``eta``, one cell reports:
 * ``error``: mean ``|r - 1|`` over ``n_runs`` Subset Simulation runs, ``r = p_hat C_tau / p_ref``,
   for both calibrations.
 
+What the rulers see (``view``). A corpus embedded with ``parts="separate"`` holds
+``[z_prompt, z_response]`` (:class:`~scarce.encoders.text.SentenceEncoder`). The prompt carries
+the attack style (a role-play template, an optimised suffix, a rewritten request), which is
+exactly what does not carry over to a style the rulers were not fitted on; the response is what
+the judge judges, whatever the style. So by default (``"auto"``) the transfer's rulers see the
+response half of such a corpus and the whole vector of any other; ``"response"`` insists on the
+half, ``"conversation"`` takes the whole vector.
+
 ``p_ref = eta * (jailbreak rate of the applied records)``. Seeds are
 ``SeedSequence([seed, crc32(cell key)])``: the same numbers however the cells are ordered.
 """
@@ -40,7 +48,10 @@ from scarce.checks import check_positive_int
 from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
 from scarce.experiments.settings import task_seed
 
-__all__ = ["TransferConfig", "best_per_pair", "transfer_matrix"]
+__all__ = ["TransferConfig", "VIEWS", "best_per_pair", "transfer_matrix"]
+
+#: Values of ``TransferConfig(view=...)``: what part of each embedding the rulers see.
+VIEWS = ("auto", "response", "conversation")
 
 
 @dataclass(frozen=True)
@@ -58,9 +69,13 @@ class TransferConfig:
     level_probability: float = 0.1
     stop_factor: float = 0.5
     seed: int = 0
+    view: str = "auto"
 
     def __post_init__(self) -> None:
+        from scarce.checks import check_choice
         from scarce.rulers import available_rulers
+
+        object.__setattr__(self, "view", check_choice("view", self.view, VIEWS))
 
         if len(self.styles) < 2 or len(set(self.styles)) != len(self.styles):
             raise ScarceError(f"styles must name at least two distinct attack styles, got {list(self.styles)!r}")
@@ -78,6 +93,32 @@ class TransferConfig:
 def _split(variant: str) -> tuple[str, int]:
     family, _, p = variant.rpartition("_p")
     return family, int(p)
+
+
+def ruler_view(frame: Any, Z: np.ndarray, view: str) -> tuple[np.ndarray, str]:
+    """The coordinates the rulers see, and the view taken (``"response"`` or ``"conversation"``).
+
+    Raises
+    ------
+    ScarceError
+        ``view="response"`` on a corpus whose embedding is not the ``[prompt, response]`` pair of
+        ``parts="separate"`` (read from ``frame.attrs["embedding"]``).
+    """
+    import json
+
+    info = frame.attrs.get("embedding") if hasattr(frame, "attrs") else None
+    try:
+        parts = json.loads(info["identity"]).get("parts") if isinstance(info, dict) else None
+    except (TypeError, ValueError, KeyError, AttributeError):
+        parts = None
+    separate = parts == "separate" and Z.shape[1] % 2 == 0
+    if view == "conversation" or (view == "auto" and not separate):
+        return Z, "conversation"
+    if not separate:
+        raise ScarceError(f"view='response' needs a corpus embedded with the prompt and the response apart "
+                          f"(SentenceEncoder parts='separate'); this corpus's embedding records parts={parts!r}. "
+                          f"Allowed here: view='conversation' or 'auto'")
+    return Z[:, Z.shape[1] // 2:], "response"
 
 
 def _fit(Z: np.ndarray, y: np.ndarray, fit: np.ndarray, variants: tuple[str, ...]) -> dict[str, tuple[np.ndarray, float]]:
@@ -147,7 +188,8 @@ def transfer_matrix(corpus: Any, config: TransferConfig | None = None, *,
     Raises
     ------
     ScarceError
-        No embeddings, no benign records, a style with no records in the corpus (the message
+        No embeddings, ``view="response"`` on a corpus not embedded in two parts, no benign
+        records, a style with no records in the corpus (the message
         lists the styles it has), or a style whose records and the benign ones are all of one
         label (nothing to fit).
     """
@@ -158,6 +200,7 @@ def transfer_matrix(corpus: Any, config: TransferConfig | None = None, *,
     config = config or TransferConfig()
     frame = check_corpus(corpus, require_embedding=True)
     Z, y, benign = embedding_matrix(frame), frame["jailbroken"].to_numpy(bool), benign_mask(frame)
+    Z, view = ruler_view(frame, Z, config.view)
     if not benign.any():
         raise ScarceError("the corpus has no benign records (method 'none'): a fleet needs benign users")
     methods = frame["method"].astype(str).to_numpy()
@@ -177,7 +220,7 @@ def transfer_matrix(corpus: Any, config: TransferConfig | None = None, *,
             for group in _applied_groups(frame, applied, y, config):
                 rows += _group_cells(fitted, source, group, group_mask(frame, group), methods == source,
                                      benign, y, config)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(view=view)
 
 
 def _group_cells(fitted: dict[str, tuple[np.ndarray, float]], source: str, group: str, rows: np.ndarray,
