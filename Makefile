@@ -27,8 +27,10 @@ install: $(STAMP_DEV)
 demo: $(STAMP_VISION)
 	$(BIN)/scarce vision --preset quick --run-dir runs/vision-quick
 
+# The suite runs on every core (pytest-xdist), one BLAS/torch thread per worker: the tests are
+# small, and a worker's threads would otherwise compete with the other workers for the cores.
 test: $(STAMP_DEV)
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto
 
 # The documentation site, built strictly: a broken reference, a page missing from the navigation or
 # a docstring the API reference cannot parse fails the build. Output in site/.
