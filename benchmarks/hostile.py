@@ -45,6 +45,8 @@ SCENARIOS = {
     "jumps": _fixed(lambda u: u[:, 0] + (u[:, 0] > 2.0), lambda u: u[:, 0] >= 3.5, norm.sf(3.5), "jumps"),
     # jumps without the jump: Subset Simulation only ranks scores, so the two give the same runs
     "plain": _fixed(lambda u: u[:, 0], lambda u: u[:, 0] >= 3.5, norm.sf(3.5), "plain"),
+    # leads to the failure only partly: the failure's direction is 53 degrees from the score's
+    "weak": _fixed(lambda u: 0.6 * u[:, 0] + 0.8 * u[:, 1], lambda u: u[:, 0] >= 3.5, norm.sf(3.5), "weak"),
     "misleading": _fixed(lambda u: u[:, 1], lambda u: u[:, 0] >= 3.5, norm.sf(3.5), "misleading"),
     "near_one": _fixed(lambda u: u[:, 0], lambda u: u[:, 0] >= -3, norm.sf(-3.0), "near_one"),
     "none": _fixed(lambda u: u[:, 0], lambda u: np.zeros(len(u), bool), 0.0, "none"),
