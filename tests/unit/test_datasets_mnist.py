@@ -297,6 +297,10 @@ def test_download_from_a_local_mirror(tmp_path, monkeypatch):
     assert sorted(p.name for p in target.iterdir()) == sorted(f"{n}.gz" for n in NAMES)
     assert load_mnist(target, seed_pool_size=10).seed_labels.size == 10
     download_mnist(target, mirror="file:///nonexistent/")   # everything present and verified: no fetch
+    # the files follow the user's umask like any file they create (not mkstemp's 0600)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert {p.stat().st_mode & 0o777 for p in target.iterdir()} == {0o666 & ~mask}
 
 
 def test_download_rejects_a_bad_md5_and_leaves_nothing(tmp_path, monkeypatch):
