@@ -39,7 +39,7 @@ def main() -> None:
     summary = best_per_pair(table)
     print(f"{len(table)} cells, {len(summary)} fitted -> applied pairs, {time.perf_counter() - start:.0f} s "
           f"(N = {args.n_samples:,}, {args.n_runs} runs per cell, eta = {args.eta:g}, rulers on the "
-          f"{table.view.iloc[0]})\n")
+          f"{table.view.iloc[0] if len(table) else args.view})\n")
     pd.set_option("display.width", 220)
     cols = ["fitted", "applied", "jailbreaks", "best", "recall", "best_error_refit", "best_error_inherited",
             "exact_refit", "exact_inherited", "n_recall_zero", "n_variants"]

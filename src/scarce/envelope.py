@@ -72,6 +72,12 @@ def chain_correlation_factor(indicator: np.ndarray, mask: np.ndarray) -> float:
     return max(gamma, -1.0)
 
 
+def latin_hypercube_window(n_samples: int) -> int:
+    """The default half-width ``h = ceil(sqrt(N) / 2)`` of :func:`latin_hypercube_variance`'s window;
+    the fit is worth making only in fewer than ``2 h`` dimensions."""
+    return max(1, math.ceil(math.sqrt(n_samples) / 2.0))
+
+
 def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: int | None = None,
                              block: int = 1 << 22) -> float:
     r"""Variance per sample of an indicator's mean over a Latin hypercube, estimated from the design.
@@ -87,7 +93,8 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
     ``p``; the estimate is the mean square of ``I - p - sum_j g_j(u_ij)``. Both errors of that
     fit raise it on average: the leave-one-out means add their own noise (about
     ``d p (1 - p) / (2 h)``), and the window smooths part of each main effect into the
-    residual. It is capped at ``p (1 - p)``, the independent-sample variance, which it reaches
+    residual. That bias is in expectation: one design's estimate can fall below its own
+    variance (with ten or so points above the boundary, by a third). It is capped at ``p (1 - p)``, the independent-sample variance, which it reaches
     when the score has no strong main effects, and which is returned without a fit when
     ``d >= 2 h`` (the fit's noise alone would reach it).
 
@@ -98,7 +105,8 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
     indicator : ndarray of bool, shape (N,)
         The indicator whose mean is estimated (a level's membership).
     half_window : int, optional
-        ``h``; by default ``ceil(sqrt(N) / 2)``.
+        ``h``; by default :func:`latin_hypercube_window` (``ceil(sqrt(N) / 2)``). Windows at
+        the ends of the order are cut short (``h`` to ``2 h`` neighbours).
     block : int
         Coordinates are processed in blocks of about ``block`` entries.
     """
@@ -108,7 +116,7 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
     binomial = p * (1.0 - p)
     if n < 3 or binomial <= 0.0:
         return binomial
-    h = max(1, min(n // 2, math.ceil(math.sqrt(n) / 2.0) if half_window is None else int(half_window)))
+    h = max(1, min(n // 2, latin_hypercube_window(n) if half_window is None else int(half_window)))
     if u.shape[1] >= 2 * h:  # the fit's own noise, d p (1 - p) / (2 h), already reaches the cap
         return binomial
     rank = np.arange(n)

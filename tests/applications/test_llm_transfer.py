@@ -128,3 +128,9 @@ def test_rulers_see_the_response_half_of_a_two_part_embedding():
         transfer_matrix(synthetic_corpus(), TransferConfig(**SMALL, view="response"))
     with pytest.raises(ScarceError, match="view"):
         TransferConfig(view="prompt")
+    # a two-part record whose vectors were cut afterwards is not halved blindly
+    cut = corpus.assign(embedding=[v[:12] for v in corpus.embedding])
+    cut.attrs = corpus.attrs
+    assert set(transfer_matrix(cut, TransferConfig(**SMALL)).view) == {"conversation"}
+    with pytest.raises(ScarceError, match="dimension 16, but its vectors have 12 coordinates"):
+        transfer_matrix(cut, TransferConfig(**SMALL, view="response"))

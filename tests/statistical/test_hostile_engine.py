@@ -258,6 +258,22 @@ def test_one_dimensional_score_in_two_dimensions_reports_its_cov_from_the_latin_
     assert abs(z_score(results, truth)) < 3
 
 
+def test_a_run_stopped_at_level_0_gives_its_failures_their_own_latin_hypercube_term():
+    """``max_levels=1`` ends the run at level 0: its CoV is that of the failure count there, not
+    the term of the level boundary the run never took."""
+    oracle = problem(lambda u: u[:, 1], lambda u: np.random.default_rng(abs(int(u[0, 0] * 1e6))).random(len(u)) < 0.035)
+    onedim = problem(lambda u: u[:, 0], lambda u: u[:, 0] >= 2.0)
+    for make, binomial_share in ((oracle, 0.95), (onedim, 0.0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = SubsetSimulation(n_samples=1000, max_levels=1).estimate(make, seed=1)
+        assert r.status == "max_levels" and r.cov == pytest.approx(r.info["cov_au_beck"])
+        binomial = math.sqrt((1 - r.probability) / (1000 * r.probability))
+        # a failure the input does not explain keeps the binomial term; one coordinate's does not
+        assert binomial_share * binomial <= r.cov <= binomial * (1 + 1e-9)
+    assert r.cov < 0.5 * binomial
+
+
 def test_interval_quantile_follows_the_number_of_failure_lineages():
     from scarce.results import EstimateResult, LevelDiagnostics
 

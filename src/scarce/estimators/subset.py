@@ -60,7 +60,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce.envelope import chain_correlation_factor, combine_cov, latin_hypercube_variance, level_cov, lineage_variance
+from scarce.envelope import (
+    chain_correlation_factor,
+    combine_cov,
+    latin_hypercube_variance,
+    latin_hypercube_window,
+    level_cov,
+    lineage_variance,
+)
 from scarce.checks import check_flag, check_in_interval, check_positive_int
 from scarce.errors import (
     BudgetExhaustedWarning,
@@ -149,7 +156,8 @@ class SubsetSimulation(Estimator):
         treated as correlated, within a level and across levels; and at least back to the
         level whose population held the first failure, whose descendants the last level's
         failures are.  0 gives the
-        Au-Beck formula (chains independent, levels uncorrelated), which reports
+        Au-Beck formula (chains independent, levels uncorrelated; level 1's term from the Latin
+        hypercube when level 0 is one, as in every CoV this class reports), which reports
         a CoV 7-15% below the observed one; 1 (default) brings it within a few
         per cent (module notes).
     stop_factor : float
@@ -484,7 +492,9 @@ class _Run:
         (:attr:`first_level_correction`).
         """
         n = self.n_samples
-        if self.level_index > 0 or self.config.first_level != "lhs" or not 0.0 < probability < 1.0:
+        if (self.level_index > 0 or self.config.first_level != "lhs" or not 0.0 < probability < 1.0
+                or self.problem.dim >= 2 * latin_hypercube_window(n)):  # no fit: the binomial term
+            self.first_level_correction = 0.0
             return level_cov(probability, n, gamma)
         variance = latin_hypercube_variance(level.population.flat_u(), indicator.ravel())
         self.first_level_correction = (variance - probability * (1.0 - probability)) / (n * probability**2)
@@ -505,8 +515,10 @@ class _Run:
         n_failed = self.diagnostics[-1].n_failed if converged else last.n_failed()
         probability = cumulative * (1.0 if converged or status == "stalled" else n_failed / n)
         if not converged and status != "stalled":
-            self.level_covs.append(level_cov(n_failed / n, n, chain_correlation_factor(np.isposinf(last.score), last.mask)))
-            self._record_lineage(last, np.isposinf(last.score), max(n_failed, 1) / n)
+            failed = np.isposinf(last.score)
+            # a run stopped at level 0 counts its failures there: the Latin-hypercube term is theirs
+            self.level_covs.append(self._level_cov(level, failed, n_failed / n, chain_correlation_factor(failed, last.mask)))
+            self._record_lineage(last, failed, max(n_failed, 1) / n)
         self.cov_au_beck = combine_cov(self.level_covs) if probability > 0 else math.inf
         cov = self.cov_au_beck
         if probability > 0 and cfg.cov_depth > 0:

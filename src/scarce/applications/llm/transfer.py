@@ -111,12 +111,16 @@ def ruler_view(frame: Any, Z: np.ndarray, view: str) -> tuple[np.ndarray, str]:
         parts = json.loads(info["identity"]).get("parts") if isinstance(info, dict) else None
     except (TypeError, ValueError, KeyError, AttributeError):
         parts = None
-    separate = parts == "separate" and Z.shape[1] % 2 == 0
+    recorded = info.get("dimension", Z.shape[1]) if isinstance(info, dict) else Z.shape[1]
+    separate = parts == "separate" and recorded == Z.shape[1] and Z.shape[1] % 2 == 0
     if view == "conversation" or (view == "auto" and not separate):
         return Z, "conversation"
     if not separate:
+        found = (f"records parts={parts!r}" if parts != "separate" else
+                 f"records parts='separate' with dimension {recorded!r}, but its vectors have {Z.shape[1]} "
+                 f"coordinates (changed after embedding?)")
         raise ScarceError(f"view='response' needs a corpus embedded with the prompt and the response apart "
-                          f"(SentenceEncoder parts='separate'); this corpus's embedding records parts={parts!r}. "
+                          f"(SentenceEncoder parts='separate'); this corpus's embedding {found}. "
                           f"Allowed here: view='conversation' or 'auto'")
     return Z[:, Z.shape[1] // 2:], "response"
 
