@@ -492,9 +492,12 @@ class _Run:
         (:attr:`first_level_correction`).
         """
         n = self.n_samples
-        if (self.level_index > 0 or self.config.first_level != "lhs" or not 0.0 < probability < 1.0
+        if self.level_index > 0:
+            return level_cov(probability, n, gamma)
+        # level 0: this indicator's term replaces any earlier one (a run stopped here counts failures)
+        self.first_level_correction = 0.0
+        if (self.config.first_level != "lhs" or not 0.0 < probability < 1.0
                 or self.problem.dim >= 2 * latin_hypercube_window(n)):  # no fit: the binomial term
-            self.first_level_correction = 0.0
             return level_cov(probability, n, gamma)
         variance = latin_hypercube_variance(level.population.flat_u(), indicator.ravel())
         self.first_level_correction = (variance - probability * (1.0 - probability)) / (n * probability**2)
