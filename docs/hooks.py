@@ -84,13 +84,14 @@ def on_config(config):  # noqa: ANN001, ANN201 - MkDocs hook signature
     return config
 
 
-_FORMULA = re.compile(r'<(span|div) class="arithmatex">\\[(\[](.*?)\\[)\]]</\1>', re.S)
+# an inline formula is \( ... \), a displayed one \[ ... \]: each opener with its own closer
+_FORMULA = re.compile(r'<(span|div) class="arithmatex">(?:\\\((.*?)\\\)|\\\[(.*?)\\\])</\1>', re.S)
 
 
 def _mathml(match: re.Match[str], page: str) -> str:
     from latex2mathml.converter import convert
 
-    tex = html.unescape(match.group(2)).strip()
+    tex = html.unescape(match.group(2) if match.group(2) is not None else match.group(3)).strip()
     try:
         mathml = convert(tex, display="block" if match.group(1) == "div" else "inline")
     except Exception as exc:  # noqa: BLE001 - reported with the page and the formula
@@ -103,4 +104,8 @@ def _mathml(match: re.Match[str], page: str) -> str:
 
 
 def on_page_content(html_text, page, config, files):  # noqa: ANN001, ANN201, ARG001 - MkDocs hook signature
-    return _FORMULA.sub(lambda m: _mathml(m, page.file.src_uri), html_text)
+    out = _FORMULA.sub(lambda m: _mathml(m, page.file.src_uri), html_text)
+    left = re.search(r'class="arithmatex">(.{0,60})', out, re.S)
+    if left:  # a formula whose delimiters do not pair (\( ... \] say) would reach the reader as raw TeX
+        raise ValueError(f"{page.file.src_uri}: a formula's delimiters do not pair: {left.group(1)!r}")
+    return out

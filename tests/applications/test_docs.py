@@ -104,6 +104,9 @@ def test_a_formula_the_converter_cannot_read_names_its_page():
         module.on_page_content('<div class="arithmatex">\\[\\left( x\\]</div>', page, None, None)
     with pytest.raises(ValueError, match=r"concepts\.md: latex2mathml does not know \\hatt in the formula"):
         module.on_page_content('<span class="arithmatex">\\(\\hatt{p}\\)</span>', page, None, None)
+    # an inline opener closed as a displayed formula is neither: named, not passed on as raw TeX
+    with pytest.raises(ValueError, match=r"concepts\.md: a formula's delimiters do not pair"):
+        module.on_page_content('<span class="arithmatex">\\(x\\]</span>', page, None, None)
 
 
 def _with_python(page: Path) -> bool:

@@ -128,6 +128,14 @@ def test_rulers_see_the_response_half_of_a_two_part_embedding():
         transfer_matrix(synthetic_corpus(), TransferConfig(**SMALL, view="response"))
     with pytest.raises(ScarceError, match="view"):
         TransferConfig(view="prompt")
+    # records without a response (an all-zero half) are one point under the response view: said
+    from scarce.applications.llm.transfer import ruler_view
+    from scarce.errors import ScarceWarning
+
+    Z = np.stack(corpus.embedding.to_numpy()).astype(float)
+    Z[:3, 8:] = 0.0
+    with pytest.warns(ScarceWarning, match="3 record"):
+        ruler_view(corpus, Z, "response")
     # a two-part record whose vectors were cut afterwards is not halved blindly
     cut = corpus.assign(embedding=[v[:12] for v in corpus.embedding])
     cut.attrs = corpus.attrs

@@ -122,7 +122,13 @@ def ruler_view(frame: Any, Z: np.ndarray, view: str) -> tuple[np.ndarray, str]:
         raise ScarceError(f"view='response' needs a corpus embedded with the prompt and the response apart "
                           f"(SentenceEncoder parts='separate'); this corpus's embedding {found}. "
                           f"Allowed here: view='conversation' or 'auto'")
-    return Z[:, Z.shape[1] // 2:], "response"
+    response = Z[:, Z.shape[1] // 2:]
+    empty = int((~response.any(axis=1)).sum())
+    if empty:  # the encoder gives a record without a response an all-zero half
+        warnings.warn(f"{empty} record(s) have no response: under view='response' the rulers see them all as "
+                      f"one point (the origin); view='conversation' keeps their prompts apart",
+                      ScarceWarning, stacklevel=3)
+    return response, "response"
 
 
 def _fit(Z: np.ndarray, y: np.ndarray, fit: np.ndarray, variants: tuple[str, ...]) -> dict[str, tuple[np.ndarray, float]]:
