@@ -174,3 +174,23 @@ def test_latin_hypercube_variance_edge_cases():
     # blocks of coordinates give the same estimate as one pass
     above = u[:, 0] + u[:, 1] > 1.0
     assert latin_hypercube_variance(u, above, block=50) == pytest.approx(latin_hypercube_variance(u, above))
+
+
+def test_latin_hypercube_variance_stays_between_zero_and_the_binomial_on_any_design():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    shapes = st.tuples(st.integers(1, 60), st.integers(1, 6))
+
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
+    @given(data=st.data(), shape=shapes, window=st.one_of(st.none(), st.integers(1, 40)))
+    def check(data, shape, window):
+        # tied coordinates, repeated points and any indicator, not only Latin-hypercube designs
+        u = data.draw(hnp.arrays(np.float64, shape, elements=st.sampled_from([-2.0, -0.5, 0.0, 0.3, 1.0, 4.0])))
+        above = data.draw(hnp.arrays(np.bool_, shape[0]))
+        value = latin_hypercube_variance(u, above, window)
+        p = above.mean()
+        assert math.isfinite(value) and 0.0 <= value <= p * (1 - p) + 1e-12
+
+    check()
