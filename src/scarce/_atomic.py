@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "remove_stale_temporaries"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "new_file_mode", "remove_stale_temporaries"]
 
 #: A temporary file of another host (a shared file system) is stale only when this old (seconds).
 FOREIGN_TEMPORARY_AGE = 24 * 3600
@@ -85,6 +85,12 @@ def _umask() -> int:
     return mask
 
 
+def new_file_mode() -> int:
+    """The permissions a new file gets from the user's umask (``0o666 & ~umask``); mkstemp's 0600
+    would ignore it."""
+    return 0o666 & ~_umask()
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (parent directories are created)."""
     path = Path(path)
@@ -96,7 +102,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would ignore the user's umask
+            os.fchmod(handle.fileno(), new_file_mode())
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -94,9 +94,9 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
     fit raise it on average: the leave-one-out means add their own noise (about
     ``d p (1 - p) / (2 h)``), and the window smooths part of each main effect into the
     residual. That bias is in expectation: one design's estimate can fall below its own
-    variance (with ten or so points above the boundary, by a third). It is capped at ``p (1 - p)``, the independent-sample variance, which it reaches
-    when the score has no strong main effects, and which is returned without a fit when
-    ``d >= 2 h`` (the fit's noise alone would reach it).
+    variance, most when few points lie above the boundary. It is capped at ``p (1 - p)``, the
+    independent-sample variance, which it reaches when the score has no strong main effects,
+    and which is returned without a fit when ``d >= 2 h`` (the fit's noise alone would reach it).
 
     Parameters
     ----------

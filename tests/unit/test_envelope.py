@@ -170,7 +170,8 @@ def test_latin_hypercube_variance_edge_cases():
     assert latin_hypercube_variance(u[:2], np.array([True, False])) == 0.25
     # d >= 2 h (h = 5 at N = 100): the fit's own noise reaches the binomial, which is returned unfitted
     wide = np.random.default_rng(1).standard_normal((100, 10))
-    assert latin_hypercube_variance(wide, wide[:, 0] > 1.0) == pytest.approx(np.mean(wide[:, 0] > 1.0) * np.mean(wide[:, 0] <= 1.0))
+    p = np.mean(wide[:, 0] > 1.0)
+    assert latin_hypercube_variance(wide, wide[:, 0] > 1.0) == pytest.approx(p * (1 - p))
     # blocks of coordinates give the same estimate as one pass
     above = u[:, 0] + u[:, 1] > 1.0
     assert latin_hypercube_variance(u, above, block=50) == pytest.approx(latin_hypercube_variance(u, above))

@@ -45,7 +45,7 @@ from typing import Any, Union
 import numpy as np
 from numpy.typing import NDArray
 
-from scarce._atomic import _umask, atomic_write_bytes
+from scarce._atomic import atomic_write_bytes, new_file_mode
 from scarce.checks import check_flag, check_positive_int
 from scarce.errors import ScarceError
 
@@ -551,7 +551,7 @@ def _fetch(url: str, target: Path, name: str, timeout: float) -> None:
         with os.fdopen(fd, "wb") as handle, urllib.request.urlopen(url, timeout=timeout) as response:
             while chunk := response.read(1 << 20):
                 handle.write(chunk)
-            os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp's 0600 would ignore the user's umask
+            os.fchmod(handle.fileno(), new_file_mode())
         actual, expected = _md5(_read_bytes(Path(tmp))), MNIST_FILES[name]
         if actual != expected:
             raise ScarceError(f"md5 of the uncompressed download is {actual}, expected {expected}")

@@ -520,7 +520,8 @@ class _Run:
         if not converged and status != "stalled":
             failed = np.isposinf(last.score)
             # a run stopped at level 0 counts its failures there: the Latin-hypercube term is theirs
-            self.level_covs.append(self._level_cov(level, failed, n_failed / n, chain_correlation_factor(failed, last.mask)))
+            gamma = chain_correlation_factor(failed, last.mask)
+            self.level_covs.append(self._level_cov(level, failed, n_failed / n, gamma))
             self._record_lineage(last, failed, max(n_failed, 1) / n)
         self.cov_au_beck = combine_cov(self.level_covs) if probability > 0 else math.inf
         cov = self.cov_au_beck

@@ -359,7 +359,8 @@ def write_transfer_report(table: Any, summary: Any, out_dir: str | Path, *, conf
              f"Rulers and thresholds fitted on one attack style plus the benign records, applied to each other "
              f"style (pooled, and per target model with at least {config['min_records']} records and "
              f"{config['min_jailbreaks']} jailbreaks); {config['n_runs']} cascade runs of N = {config['n_samples']:,} "
-             f"per cell. The rulers see {_view_words(table)}. Inherited: `C_tau` from the fitting style's records; refit: from the applied records. "
+             f"per cell. The rulers see {_view_words(table)}. "
+             "Inherited: `C_tau` from the fitting style's records; refit: from the applied records. "
              "`exact` is `P(A_tau) C_tau / p_ref` with the exact fleet probability: 1 means the calibration "
              "and the benign leakage cost nothing, and what remains is the cascade's own error.", "",
              *markdown_table(summary, TRANSFER_MATRIX_COLUMNS)]
