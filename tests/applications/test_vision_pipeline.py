@@ -127,6 +127,33 @@ def test_cli_tiny_preset_with_rulers_conditioned_on_the_seed_class(tmp_path):
     assert isinstance(ruler, ConditionedRuler) and len(ruler.rulers_) >= 2
 
 
+def test_the_boundary_ruler_reads_the_penultimate_features_beside_rulers_on_the_head(tmp_path):
+    """``feature_rulers``: the boundary ruler is fitted on, and scores, the classifier's penultimate
+    features (the head inputs without their one-hot class), while the others read the head."""
+    from scarce.applications.vision.offline import PenultimateRuler
+    from scarce.applications.vision.pipeline import build_context
+    from scarce.applications.vision.problem import perturbation_problem
+    from scarce.applications.vision.protocol import get_preset
+
+    ctx = build_context(get_preset("tiny", rulers=["centroid", "boundary"]), tmp_path / "run", log=lambda *_: None)
+    boundary, centroid = ctx.rulers["boundary"], ctx.rulers["centroid"]
+    assert isinstance(boundary, PenultimateRuler) and not isinstance(centroid, PenultimateRuler)
+    assert set(ctx.info["ruler_auc_train"]) == {"centroid", "boundary"}
+    image, label = ctx.seed(0)
+    seen = {}
+    problem = perturbation_problem(ctx.model, image, label, ctx.noise, score=boundary,
+                                   record=lambda out, failed: seen.setdefault("out", out))
+    u = np.random.default_rng(0).standard_normal((5, problem.dim))
+    scores, _ = problem.evaluate(problem.transform(u))
+    out = seen["out"]
+    features = out.features[:, :-ctx.model.n_classes]
+    own = boundary.ruler.for_group(label)
+    np.testing.assert_allclose(scores, own.score_samples(features))
+    assert not np.allclose(scores, own.score_samples(out.embedding))  # the head's output is not what it reads
+    with pytest.raises(ScarceError, match="ruler in feature_rulers"):
+        get_preset("tiny", feature_rulers=["boundry"])
+
+
 def test_conditioning_must_be_none_or_class():
     from scarce.applications.vision.protocol import get_preset
 

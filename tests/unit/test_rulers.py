@@ -66,7 +66,9 @@ def test_registry_holds_the_papers_catalogues():
     for family in LLM_FAMILIES:
         assert family in llm
         assert {f"{family}_p{p}" for p in (50, 75, 90, 95)} <= llm
-    assert len(llm) == 30 and len(ALL_RULERS) == 41
+    # the paper's 13 + 30, the 5 names both share, and the boundary ruler, which is in neither catalogue
+    assert len(llm) == 30 and len(ALL_RULERS) == 42
+    assert set(ALL_RULERS) - set(VISION_RULERS) - llm == {"boundary"}
 
 
 def test_unknown_ruler_name_suggests_and_lists():

@@ -37,6 +37,7 @@ _LAZY = {
     "percentile_threshold": "scarce.rulers.base",
     "AnchoredRuler": "scarce.rulers.anchored",
     "ConditionedRuler": "scarce.rulers.conditioned",
+    "BoundaryRuler": "scarce.rulers.boundary",
     "CentroidRuler": "scarce.rulers.linear",
     "CentroidRotationRuler": "scarce.rulers.linear",
     "PC1Ruler": "scarce.rulers.linear",

@@ -214,6 +214,8 @@ def _register_catalogue() -> None:
                                      {"anchor": anchor})
         families[f"ocsvm_{anchor}"] = ("scarce.rulers.ocsvm:OneClassSVMRuler", "ocsvm",
                                        {"anchor": anchor})
+    # beyond the paper: a ruler of the decision boundary, fitted with the group (class) of each embedding
+    families["boundary"] = ("scarce.rulers.boundary:BoundaryRuler", "boundary", {})
     for name, (target, family, params) in families.items():
         catalogues = tuple(c for c, names in (("vision", VISION_RULERS), ("llm", LLM_FAMILIES))
                            if name in names)

@@ -129,7 +129,7 @@ def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -
     if info.get("ruler_auc_heldout_pooled"):
         pooled = info["ruler_auc_heldout_pooled"]
         context["the same rulers pooled over all classes, held-out AUC within a class"] = ", ".join(
-            f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]))
+            f"{k} {pooled[k]:.3f}" for k in sorted(held, key=lambda k: -held[k]) if k in pooled)
     truth = preset.truth_samples or preset.methods.smc_samples
     context["Subset Simulation"] = (f"N = {preset.methods.ss_samples:,} samples per level, p0 = "
                                     f"{preset.methods.level_probability}")

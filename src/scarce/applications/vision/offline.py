@@ -21,7 +21,7 @@ from scarce.errors import ScarceError, ScarceWarning
 from scarce.estimators import SubsetSimulation
 from scarce.seeding import SeedLike, as_generator
 
-__all__ = ["HarvestedData", "fit_rulers", "harvest", "vulnerable_seeds"]
+__all__ = ["HarvestedData", "PenultimateRuler", "fit_rulers", "harvest", "vulnerable_seeds"]
 
 
 @dataclass
@@ -127,6 +127,35 @@ def harvest(
     return HarvestedData(np.concatenate(features), np.concatenate(failed), np.concatenate(origin), per_seed)
 
 
+@dataclass(frozen=True)
+class PenultimateRuler:
+    """A fitted ruler that reads the classifier's penultimate features instead of the run's embedding.
+
+    The vision problem scores its inputs with ``ruler.score_samples(features)`` (the head inputs
+    without their one-hot class columns) when a score has ``reads == "penultimate"``. It is how
+    a ruler of the decision boundary (:class:`~scarce.rulers.boundary.BoundaryRuler`) sits beside
+    the catalogue's rulers on the contrastive head: the last layer of the network that made those
+    features is linear in them, so its boundary is too.
+    """
+
+    ruler: Any
+    reads = "penultimate"
+
+    def for_group(self, group: Any) -> PenultimateRuler:
+        """The ruler of one class (the same ruler when it is not conditioned)."""
+        return PenultimateRuler(self.ruler.for_group(group)) if hasattr(self.ruler, "for_group") else self
+
+    def score_samples(self, Z: Any, groups: Any = None) -> np.ndarray:
+        """Scores of penultimate features, each with its group's ruler when groups are given."""
+        if groups is None or not hasattr(self.ruler, "for_group"):
+            return self.ruler.score_samples(Z)
+        return self.ruler.score_samples(Z, groups=groups)
+
+    @property
+    def name(self) -> str:
+        return type(self.ruler).__name__
+
+
 def fit_rulers(
     names: list[str] | tuple[str, ...],
     embeddings: np.ndarray,
@@ -136,12 +165,18 @@ def fit_rulers(
     seed: int = 0,
     groups: np.ndarray | None = None,
     by: str = "class",
+    classes: np.ndarray | None = None,
+    features: np.ndarray | None = None,
+    feature_rulers: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Fit each named ruler on labelled embeddings; returns ``{name: fitted ruler}``.
 
     Pooled over every training seed, or, with ``groups`` (the true class of each row's seed),
     one ruler per group (:class:`~scarce.rulers.conditioned.ConditionedRuler`, labelled ``by``;
-    a group with too few failures is scored by the pooled ruler, with a warning).
+    a group with too few failures is scored by the pooled ruler, with a warning). A ruler that
+    takes the groups itself (``takes_groups``, the boundary ruler) is fitted with ``groups``, or
+    with ``classes`` when the others are pooled. The rulers named in ``feature_rulers`` are
+    fitted on ``features`` (the penultimate features) and wrapped in :class:`PenultimateRuler`.
 
     Raises a :class:`ScarceError` when there are fewer than ``min_failures`` failures: the
     training seeds must be perturbed often enough to fail (raise the noise or add seeds).
@@ -154,11 +189,23 @@ def fit_rulers(
             f"the training seeds gave {int(failed.sum())} failure(s), fewer than min_failures="
             f"{min_failures} needed to fit rulers; use more training seeds or a stronger perturbation"
         )
+    y = failed.astype(np.int64)
     rulers = {}
     for name in names:
         params = {"random_state": seed} if "random_state" in make_ruler(name).get_params() else {}
-        if groups is None:
-            rulers[name] = make_ruler(name, **params).fit(embeddings, failed.astype(np.int64))
+        on_features = name in feature_rulers
+        if on_features and features is None:
+            raise ScarceError(f"ruler {name!r} reads the penultimate features (feature_rulers), and none were given")
+        Z = features if on_features else embeddings
+        ruler = make_ruler(name, **params)
+        if getattr(ruler, "takes_groups", False):
+            own = groups if groups is not None else classes
+            if own is None:
+                raise ScarceError(f"ruler {name!r} is fitted with the class of every embedding; pass classes=")
+            ruler.fit(Z, y, groups=own)
+        elif groups is None:
+            ruler.fit(Z, y)
         else:
-            rulers[name] = make_ruler(name, by=by, **params).fit(embeddings, failed.astype(np.int64), groups=groups)
+            ruler = make_ruler(name, by=by, **params).fit(Z, y, groups=groups)
+        rulers[name] = PenultimateRuler(ruler) if on_features else ruler
     return rulers

@@ -86,7 +86,8 @@ def _head(preset: Any, model: VisionModel, data: HarvestedData, cache: Path) -> 
     return head
 
 
-def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray, groups: np.ndarray) -> dict[str, float]:
+def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray, groups: np.ndarray,
+                features: np.ndarray | None = None) -> dict[str, float]:
     """AUC of failure against normal for each ruler, within a class: only (failure, normal) pairs
     of one seed class are compared, pooled over classes by their number of pairs.
 
@@ -98,7 +99,8 @@ def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray, groups: np
 
     out = {}
     for name, ruler in rulers.items():
-        scores = ruler.score_samples(Z, groups=groups) if hasattr(ruler, "for_group") else ruler.score_samples(Z)
+        seen = features if getattr(ruler, "reads", "embedding") == "penultimate" else Z
+        scores = ruler.score_samples(seen, groups=groups) if hasattr(ruler, "for_group") else ruler.score_samples(seen)
         out[name] = float(stratified_auc(scores, y.astype(bool), groups)[1])
     return out
 
@@ -131,9 +133,10 @@ def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any]
     Z = model.head.transform(data.features) if model.head is not None else \
         data.features[:, : -model.n_classes].astype(np.float64)
     groups = data.seed_labels(model.n_classes)
+    features = data.features[:, : -model.n_classes].astype(np.float64)
     with warnings.catch_warnings():  # a test seed of a class no training seed had: pooled ruler
         warnings.simplefilter("ignore", ScarceWarning)
-        out = {"rulers": _separation(rulers, Z, data.failed, groups)}
+        out = {"rulers": _separation(rulers, Z, data.failed, groups, features)}
     pooled = _pooled(rulers)
     if pooled:
         out["pooled"] = _separation(pooled, Z, data.failed, groups)
@@ -231,8 +234,10 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
         Z = data.features[:, : -model.n_classes].astype(np.float64)
     classes = data.seed_labels(model.n_classes)
     conditioned = preset.conditioning == "class"
-    rulers = fit_rulers(preset.rulers, Z, data.failed, seed=preset.seed, groups=classes if conditioned else None)
-    auc = _separation(rulers, Z, data.failed, classes)
+    features = data.features[:, : -model.n_classes].astype(np.float64)
+    rulers = fit_rulers(preset.rulers, Z, data.failed, seed=preset.seed, groups=classes if conditioned else None,
+                        classes=classes, features=features, feature_rulers=preset.feature_rulers)
+    auc = _separation(rulers, Z, data.failed, classes, features)
     best = max(auc, key=auc.get)
     log(f"rulers: {len(rulers)} fitted on {Z.shape[0]} x {Z.shape[1]} embeddings"
         + (f", one per class of {len(np.unique(classes))}" if conditioned else "")
@@ -241,7 +246,7 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
     if held:
         best_held = max(held["rulers"], key=held["rulers"].get)
         log(f"separation on held-out seeds (test split): best {best_held} AUC {held['rulers'][best_held]:.3f}"
-            + (f"; pooled over classes {held['pooled'][best_held]:.3f}" if "pooled" in held else ""))
+            + (f"; pooled over classes {held['pooled'][best_held]:.3f}" if best_held in held.get("pooled", {}) else ""))
     info = {"data": splits.source, "test_accuracy": test_accuracy, "harvest_points": int(len(data.failed)),
             "harvest_failures": data.n_failures, "embedding": preset.embedding, "conditioning": preset.conditioning,
             "ruler_auc_train": auc, "ruler_auc_heldout": held.get("rulers", {}),

@@ -307,6 +307,8 @@ def _score_function(score: Any, access: str = "logits", event: Any = None) -> tu
         raise ScarceError(f"score must be 'margin' or a fitted ruler with score_samples, got "
                           f"{type(score).__name__}")
     name = getattr(score, "name", type(score).__name__)
+    if getattr(score, "reads", "embedding") == "penultimate":  # the head inputs without their one-hot class
+        return str(name), lambda out, label: score.score_samples(out.features[:, :-out.logits.shape[1]])
     return str(name), lambda out, label: score.score_samples(out.embedding)
 
 

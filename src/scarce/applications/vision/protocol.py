@@ -63,7 +63,11 @@ class VisionPreset:
     harvest_samples: int = 1000
     harvest_max_queries: int = 15_000
     embedding: str = "supcon"  # or "penultimate"
-    rulers: tuple[str, ...] = tuple(VISION_RULERS)
+    # the paper's 13 rulers on the run's embedding, and the boundary ruler (scarce.rulers.boundary)
+    rulers: tuple[str, ...] = (*VISION_RULERS, "boundary")
+    # rulers (of `rulers`) fitted on, and reading, the classifier's penultimate features instead of
+    # the run's embedding: the boundary ruler learns the network's last, linear, layer there
+    feature_rulers: tuple[str, ...] = ("boundary",)
     # "class": one ruler per true class of the training seeds, each applied to seeds of its class
     # (scarce.rulers.conditioned); "none": one ruler pooled over all classes
     conditioning: str = "none"
@@ -109,6 +113,12 @@ class VisionPreset:
         for ruler in self.rulers:
             if ruler not in available_rulers():
                 raise unknown_name_error("ruler in rulers", ruler, available_rulers())
+        if isinstance(self.feature_rulers, str) or not all(isinstance(r, str) for r in self.feature_rulers):
+            raise ScarceError(f"feature_rulers must be a list of ruler names, got {self.feature_rulers!r}")
+        object.__setattr__(self, "feature_rulers", tuple(self.feature_rulers))
+        for ruler in self.feature_rulers:
+            if ruler not in available_rulers():
+                raise unknown_name_error("ruler in feature_rulers", ruler, available_rulers())
         if self.top_k > len(self.rulers):
             raise ScarceError(f"top_k={self.top_k} exceeds the {len(self.rulers)} rulers screened; "
                               f"allowed: 1..{len(self.rulers)}")
@@ -130,6 +140,7 @@ class VisionPreset:
         data = asdict(self)
         data.pop("allow_large")
         data["rulers"] = list(self.rulers)
+        data["feature_rulers"] = list(self.feature_rulers)
         for name, default in _LATER_FIELDS.items():
             if data[name] == default:
                 data.pop(name)
@@ -138,7 +149,7 @@ class VisionPreset:
 
 #: Fields added after run directories existed, with the value those runs behaved as.
 _LATER_FIELDS = {"conditioning": "none", "n_runs": 1, "truth_samples": 0, "min_truth_failures": 0,
-                 "access": "logits"}
+                 "access": "logits", "feature_rulers": ["boundary"]}
 
 
 #: Integer fields of a preset and their smallest allowed value.
