@@ -12,6 +12,10 @@ harvests, so every configuration sees the same data.
 
     python benchmarks/ruler_generalisation.py --run-dir runs/ruler-generalisation
     python benchmarks/ruler_generalisation.py --preset paper --data-dir ../shared/data/mnist --run-dir runs/paper-rulers
+    python benchmarks/ruler_generalisation.py --access labels --run-dir runs/rulers-labels
+
+The boundary ruler (``scarce.rulers.boundary``) reads the penultimate features in every
+configuration and is one softmax over the classes in both fittings; it has one row.
 """
 
 from __future__ import annotations
@@ -38,8 +42,11 @@ def measure(preset_name: str, run_dir: str, data_dir: str | None, overrides: dic
             train, held = ctx.info["ruler_auc_train"], ctx.info["ruler_auc_heldout"]
             fitting = "per class" if conditioning == "class" else "pooled"
             print(f"  {embedding:11s} {fitting:9s} fitted and scored in {time.perf_counter() - start:.0f} s", flush=True)
+            # a feature ruler (the boundary ruler) reads the penultimate features whatever the run's
+            # embedding: it is listed once, under that encoder, and is per class in both fittings
             rows += [{"encoder": embedding, "fitting": fitting, "ruler": name, "train": train[name],
-                      "heldout": held.get(name, float("nan"))} for name in train]
+                      "heldout": held.get(name, float("nan"))} for name in train
+                     if name not in preset.feature_rulers or embedding == "penultimate"]
     return rows
 
 
@@ -68,8 +75,12 @@ def main() -> None:
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
     parser.add_argument("--train-seeds", type=int, default=None, help="override n_train_seeds")
+    parser.add_argument("--access", default="logits", choices=("logits", "labels"),
+                        help="labels: rulers on a surrogate network's features, failures from the target's labels")
     args = parser.parse_args()
     overrides = {} if args.train_seeds is None else {"n_train_seeds": args.train_seeds}
+    if args.access != "logits":
+        overrides["access"] = args.access
     print(f"preset {args.preset}, run directory {args.run_dir}" + (f", {overrides}" if overrides else ""))
     print_table(measure(args.preset, args.run_dir, args.data_dir, overrides))
 
