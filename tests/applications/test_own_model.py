@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -81,6 +83,19 @@ def test_features_from_a_named_layer_feed_a_conditioned_ruler_fitted_on_other_in
     assert result.reached_failure and result.problem.endswith("[FisherRuler]")
     # same event, another score: the two estimates agree within their error bars
     assert abs(np.log(result.probability / margin.probability)) <= 4 * np.hypot(result.cov, margin.cov)
+
+
+def test_the_boundary_ruler_is_fitted_with_the_labels_of_the_harvested_inputs():
+    from scarce.rulers import BoundaryRuler
+
+    model = cnn()
+    train = np.random.default_rng(7).uniform(0.2, 0.8, size=(6, 3, 16, 16))
+    data = sv.harvest(model, train, scale=0.15, features="block2", n_samples=200, device="cpu", seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ruler = data.fit_ruler("boundary", by="class", min_failures=1, min_normals=1)
+    assert isinstance(ruler, BoundaryRuler)
+    assert set(ruler.groups_) | set(ruler.fallback_groups_) == {int(g) for g in np.unique(data.groups)}
 
 
 def test_a_hugging_face_style_output_with_logits_is_read():

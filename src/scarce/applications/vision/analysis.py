@@ -124,7 +124,8 @@ def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -
                               "or AMLS" if preset.access == "labels" else "logits"),
         "rulers": "one per class of the seed" if preset.conditioning == "class" else "pooled over all classes",
         "rulers on the penultimate features (the surrogate's with labels-only access)": ", ".join(
-            r for r in preset.rulers if r in preset.feature_rulers) or "none (every ruler reads the run's embedding)",
+            r for r in getattr(preset, "rulers", ()) if r in getattr(preset, "feature_rulers", ()))
+        or "none (every ruler reads the run's embedding)",
         "ruler separation on held-out seeds (AUC within a class)": ", ".join(
             f"{k} {v:.3f}" for k, v in sorted(held.items(), key=lambda kv: -kv[1])),
     }

@@ -200,15 +200,22 @@ class Harvest:
         return int(self.failed.sum())
 
     def fit_ruler(self, name: str, by: str | None = None, **params: Any) -> Any:
-        """A ruler from the registry fitted on these rows; ``by="class"`` fits one per label group."""
+        """A ruler from the registry fitted on these rows; ``by="class"`` fits one per label group.
+
+        A ruler that takes the groups itself (``"boundary"``: one softmax over the labels) is always
+        fitted with them; ``by`` does not apply to it.
+        """
         from scarce.rulers import make_ruler
 
         if self.n_failures == 0 or self.n_failures == len(self.failed):
             raise ScarceError(f"the harvest has {self.n_failures} failure(s) in {len(self.failed)} rows: a ruler needs "
                               f"both failures and normal rows (raise scale, n_samples or the number of inputs)")
+        y = self.failed.astype(np.int64)
+        if getattr(make_ruler(name), "takes_groups", False):
+            return make_ruler(name, **params).fit(self.embeddings, y, groups=self.groups)
         if by is None:
-            return make_ruler(name, **params).fit(self.embeddings, self.failed.astype(np.int64))
-        return make_ruler(name, by=by, **params).fit(self.embeddings, self.failed.astype(np.int64), groups=self.groups)
+            return make_ruler(name, **params).fit(self.embeddings, y)
+        return make_ruler(name, by=by, **params).fit(self.embeddings, y, groups=self.groups)
 
 
 def _harvest_one(engine_model: VisionModel, x: np.ndarray, label: int, perturbation: Any, event: Any,
