@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.special import expit
 from sklearn.utils.validation import check_is_fitted
 
 from scarce.checks import check_choice, check_embeddings, check_in_interval, check_labels, check_percentile
@@ -77,7 +78,8 @@ def _objective(w: NDArray[np.float64], X: NDArray[np.float64], own: NDArray[np.i
     # -log q = log(1 + e^lo); -log(1 - q) = log(1 + e^-lo)
     loss = np.logaddexp(0.0, np.where(failed > 0, -log_odds, log_odds)).mean()
     q = P[rows, own]
-    G = P * (1.0 - failed / np.maximum(1.0 - q, 1e-300))[:, None]
+    rest = expit(log_odds)  # 1 - q without the cancellation of 1 - q when q is near 1
+    G = P * (1.0 - failed / np.maximum(rest, 1e-300))[:, None]
     G[rows, own] = q - (1.0 - failed)
     grad = X.T @ G / X.shape[0]
     penalty = W[:-1]
