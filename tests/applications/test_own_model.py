@@ -92,10 +92,15 @@ def test_the_boundary_ruler_is_fitted_with_the_labels_of_the_harvested_inputs():
     train = np.random.default_rng(7).uniform(0.2, 0.8, size=(6, 3, 16, 16))
     data = sv.harvest(model, train, scale=0.15, features="block2", n_samples=200, device="cpu", seed=0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ruler = data.fit_ruler("boundary", by="class", min_failures=1, min_normals=1)
+        warnings.simplefilter("ignore", scarce.rulers.RulerFitWarning)  # groups of a few rows go to the pooled fit
+        ruler = data.fit_ruler("boundary", min_failures=1, min_normals=1)
     assert isinstance(ruler, BoundaryRuler)
     assert set(ruler.groups_) | set(ruler.fallback_groups_) == {int(g) for g in np.unique(data.groups)}
+    # the failures of each input's harvest score above its normal rows (within the input's label)
+    assert ruler.separation_auc_ > 0.8
+    result = sv.failure_probability(model, X_CNN, scale=0.15, score=ruler, features="block2", n_samples=300,
+                                    device="cpu")
+    assert result.reached_failure and result.problem.endswith("[BoundaryRuler]")
 
 
 def test_a_hugging_face_style_output_with_logits_is_read():

@@ -149,7 +149,13 @@ def test_the_boundary_ruler_reads_the_penultimate_features_beside_rulers_on_the_
     features = out.features[:, :-ctx.model.n_classes]
     own = boundary.ruler.for_group(label)
     np.testing.assert_allclose(scores, own.score_samples(features))
-    assert not np.allclose(scores, own.score_samples(out.embedding))  # the head's output is not what it reads
+    if out.embedding.shape == features.shape:  # the head's output is not what it reads
+        assert not np.allclose(scores, own.score_samples(out.embedding))
+    assert problem.name.endswith("[BoundaryRuler]")
+    # not a feature ruler: fitted on the head's output, still one softmax over the classes
+    on_head = build_context(get_preset("tiny", rulers=["centroid", "boundary"], feature_rulers=[]), tmp_path / "run",
+                            log=lambda *_: None)
+    assert type(on_head.rulers["boundary"]).__name__ == "BoundaryRuler"
     with pytest.raises(ScarceError, match="ruler in feature_rulers"):
         get_preset("tiny", feature_rulers=["boundry"])
 

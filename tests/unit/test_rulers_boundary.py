@@ -103,15 +103,27 @@ def test_for_group_is_the_groups_ruler_with_its_own_threshold(split):
         view.fit(Z, y)
 
 
-def test_the_gradient_is_exact():
+@pytest.mark.parametrize("scale", [0.3, 3.0])
+def test_the_gradient_is_exact(scale):
     rng = np.random.default_rng(3)
     X = np.hstack([rng.standard_normal((40, 4)), np.ones((40, 1))])
     own = rng.integers(1, 4, 40)
     failed = (rng.random(40) < 0.4).astype(float)
-    w0 = 0.3 * rng.standard_normal(5 * 4)
+    w0 = scale * rng.standard_normal(5 * 4)
     error = check_grad(lambda w: _objective(w, X, own, failed, 0.01, 4)[0],
                        lambda w: _objective(w, X, own, failed, 0.01, 4)[1], w0)
-    assert error < 1e-5
+    assert error < 1e-5 * max(1.0, scale)
+
+
+def test_a_failed_row_the_model_is_sure_of_keeps_its_gradient():
+    """A failed row scored as normal by a gap of 40 (q = 1 - 4e-18): its loss is about 40 and the
+    gradient on the other scores is -P_j / (1 - q) + P_j, about -1/2 each; a 1 - q formed as a
+    difference would be 0 there (a gradient of -inf or 0)."""
+    X = np.array([[1.0]])
+    w = np.array([0.0, 40.0, 0.0])  # scores: elsewhere 0, own 40, other 0
+    loss, grad = _objective(w, X, np.array([1]), np.array([1.0]), 0.0, 3)
+    assert loss == pytest.approx(40.0 - np.log(2.0), rel=1e-9)
+    np.testing.assert_allclose(grad, [-0.5, 1.0, -0.5], atol=1e-12)
 
 
 def test_one_group_is_a_logistic_regression_of_the_flag(split):
@@ -162,8 +174,8 @@ def test_a_group_unseen_at_fit_is_pooled_with_a_warning_or_refused(split):
 
 
 @pytest.mark.parametrize("params, match", [
-    ({"alpha": -1.0}, "alpha"), ({"max_iter": 0}, "max_iter"), ({"fallback": "drop"}, "fallback"),
-    ({"min_normals": 0}, "min_normals"), ({"percentile": 100}, "percentile")])
+    ({"alpha": -1.0}, r"alpha.*-1"), ({"max_iter": 0}, r"max_iter.*0"), ({"fallback": "drop"}, r"fallback.*drop.*pooled"),
+    ({"min_normals": 0}, r"min_normals.*0"), ({"percentile": 100}, r"percentile.*100")])
 def test_bad_parameters_are_named(split, params, match):
     (Z, y, g, _), _ = split
     with pytest.raises(ScarceError, match=match):
@@ -176,5 +188,25 @@ def test_no_group_with_enough_data_is_an_error_that_gives_the_counts():
     y = np.r_[np.zeros(27, int), np.ones(3, int)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RulerFitWarning)
-        with pytest.raises(ScarceError, match=r"no group has.*\(27|\(3, "):
+        with pytest.raises(ScarceError, match=r"no group has.*\{0: \(0, 15\), 1: \(3, 12\)\}"):
             make_ruler("boundary").fit(Z, y, groups=np.r_[np.zeros(15, int), np.ones(15, int)])
+
+
+def test_wrapping_it_per_group_is_refused_it_takes_the_groups_itself():
+    with pytest.raises(ScarceError, match="fitted with the groups itself.*drop by='class'"):
+        make_ruler("boundary", by="class")
+
+
+def test_a_ruler_fitted_without_groups_refuses_groups(split):
+    (Z, y, _, _), _ = split
+    ruler = make_ruler("boundary").fit(Z, y)
+    with pytest.raises(ScarceError, match="fitted without groups"):
+        ruler.score_samples(Z[:3], groups=[0, 0, 0])
+    with pytest.raises(ScarceError, match="group must be one label"):
+        make_ruler("boundary").fit(Z, y, groups=split[0][2]).for_group([1, 2])
+
+
+def test_a_fit_stopped_by_max_iter_warns(split):
+    (Z, y, g, _), _ = split
+    with pytest.warns(RulerFitWarning, match="stopped before converging after 2 iterations.*max_iter"):
+        make_ruler("boundary", max_iter=2).fit(Z, y, groups=g)

@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit
 from sklearn.utils.validation import check_is_fitted
 
 from scarce.checks import check_choice, check_embeddings, check_in_interval, check_labels, check_percentile
@@ -78,8 +77,11 @@ def _objective(w: NDArray[np.float64], X: NDArray[np.float64], own: NDArray[np.i
     # -log q = log(1 + e^lo); -log(1 - q) = log(1 + e^-lo)
     loss = np.logaddexp(0.0, np.where(failed > 0, -log_odds, log_odds)).mean()
     q = P[rows, own]
-    rest = expit(log_odds)  # 1 - q without the cancellation of 1 - q when q is near 1
-    G = P * (1.0 - failed / np.maximum(rest, 1e-300))[:, None]
+    # P_j / (1 - q) = exp(S_j - log sum_{k != c} exp(S_k)), computed so: no 1 - q near q = 1 and
+    # no underflow of both P_j and 1 - q when the model is sure of a failed row
+    beyond = S - (log_odds + S[rows, own])[:, None]
+    beyond[rows, own] = -np.inf
+    G = P - failed[:, None] * np.exp(beyond)
     G[rows, own] = q - (1.0 - failed)
     grad = X.T @ G / X.shape[0]
     penalty = W[:-1]
@@ -158,11 +160,14 @@ class BoundaryRuler(BaseRuler):
         self
         """
         check_choice("fallback", self.fallback, FALLBACKS)
+        check_in_interval("alpha", self.alpha, 0.0, math.inf, high_open=True)
+        check_positive_int("max_iter", self.max_iter, maximum=10**6)
         if self.percentile is not None:
             check_percentile(self.percentile)
         Z = check_embeddings(Z)
         labels = check_labels(y, n_samples=Z.shape[0])
         grouped = groups is not None
+        self._fitted_without_groups = not grouped
         groups = check_groups(groups, Z.shape[0]) if grouped else np.zeros(Z.shape[0], dtype=np.int64)
         own_rows = self._split_groups(labels, groups)
         self.pooled_ = None
@@ -170,9 +175,8 @@ class BoundaryRuler(BaseRuler):
             self.pooled_ = type(self)(**{**self.get_params(), "min_failures": 1, "min_normals": 1}).fit(Z, labels)
         self.input_scale_ = power_of_two_scale(Z)
         Z = self._rescale(Z)
-        self._fit_softmax(Z[own_rows], labels[own_rows], groups[own_rows])
+        own = self._fit_softmax(Z[own_rows], labels[own_rows], groups[own_rows])
         self.n_features_in_ = Z.shape[1]
-        own = self._columns(groups[own_rows], int(own_rows.sum()))
         scores = self._scores(Z[own_rows], own, "its training embeddings")
         bad = labels[own_rows]
         self.bad_scores_ = np.sort(scores[bad])
@@ -205,8 +209,9 @@ class BoundaryRuler(BaseRuler):
                               f"normal) per group: {self.fallback_groups_}")
         return keep
 
-    def _fit_softmax(self, Z: NDArray[np.float64], labels: NDArray[np.bool_], groups: NDArray[Any]) -> None:
-        """The weights of the K + 1 scores by L-BFGS on the penalised likelihood of the flags."""
+    def _fit_softmax(self, Z: NDArray[np.float64], labels: NDArray[np.bool_], groups: NDArray[Any]) -> NDArray[np.intp]:
+        """The weights of the K + 1 scores by L-BFGS on the penalised likelihood of the flags; returns
+        each row's own score column."""
         from scipy.optimize import minimize
 
         alpha = check_in_interval("alpha", self.alpha, 0.0, math.inf, high_open=True)
@@ -223,6 +228,10 @@ class BoundaryRuler(BaseRuler):
                           args=(X, own, labels.astype(np.float64), alpha, n_scores), options={"maxiter": max_iter})
         self.weights_ = fitted.x.reshape(X.shape[1], n_scores)
         self.n_iter_ = int(fitted.nit)
+        if not fitted.success:
+            warn_user(f"BoundaryRuler: L-BFGS stopped before converging after {self.n_iter_} iterations "
+                      f"({fitted.message}); raise max_iter (now {max_iter}) or alpha (now {alpha:g})", RulerFitWarning)
+        return own
 
     def _columns(self, groups: ArrayLike | None, n: int) -> NDArray[np.intp]:
         """Score column of each row's group; 0 marks a row for the pooled ruler (a fallback group)."""
@@ -231,6 +240,9 @@ class BoundaryRuler(BaseRuler):
                 raise ScarceError(f"groups: this boundary ruler was fitted on {len(self.groups_) + len(self.fallback_groups_)} "
                                   "groups, so scoring needs the group of every embedding (groups=...)")
             return np.ones(n, dtype=np.intp)
+        if self._fitted_without_groups:
+            raise ScarceError("groups: this boundary ruler was fitted without groups (one logistic regression of the "
+                              "flag), so it knows none; score without groups, or fit with groups=...")
         groups = check_groups(groups, n)
         index = {g: i + 1 for i, g in enumerate(self.groups_)}
         out = np.zeros(n, dtype=np.intp)
@@ -263,7 +275,12 @@ class BoundaryRuler(BaseRuler):
         return self._scores(Z, self._columns(None, Z.shape[0]), "the embeddings scored")
 
     def score_samples(self, Z: ArrayLike, groups: ArrayLike | None = None) -> NDArray[np.float64]:
-        """Log-odds of failure of each embedding under its group's score; larger is closer to failure."""
+        """Log-odds of failure of each embedding under its group's score; larger is closer to failure.
+
+        ``groups`` gives the group of every row (needed unless the ruler was fitted on one group).
+        A fallback group's rows, and those of a group unseen at fit (with a warning), are scored by
+        the pooled ruler; with ``fallback="refuse"`` an unseen group is an error that lists the known ones.
+        """
         check_is_fitted(self, "weights_")
         Z = check_embeddings(Z, n_features=self.n_features_in_)
         own = self._columns(groups, Z.shape[0])
@@ -279,6 +296,8 @@ class BoundaryRuler(BaseRuler):
         """The fitted ruler of one group (what a run on a seed of that group reads); the pooled
         ruler for a fallback group or (with a warning) one unseen at fit."""
         check_is_fitted(self, "weights_")
+        if not isinstance(group, Hashable) or (isinstance(group, np.ndarray) and group.ndim):
+            raise ScarceError(f"group must be one label (an integer or a string), got {type(group).__name__} {group!r}")
         column = int(self._columns(np.asarray([_as_key(group)]), 1)[0])
         return _GroupBoundary(self, column)._attach() if column else self.pooled_
 
@@ -293,7 +312,7 @@ class BoundaryRuler(BaseRuler):
                     groups: ArrayLike | None = None) -> dict[str, float]:
         """The separation metrics of :meth:`BaseRuler.diagnostics`; with ``groups``, each embedding is
         scored by its group and ``auc`` is the stratified AUC (pairs within one group)."""
-        if groups is None:
+        if groups is None or isinstance(metrics, str):  # the base class names a bad metrics argument
             return super().diagnostics(Z, y, metrics)
         from scarce.selection.metrics import compute_metrics
 
@@ -330,6 +349,11 @@ class _GroupBoundary(BaseRuler):
         self.separation_auc_ = parent.group_auc_.get(self.group_, float("nan"))
         self.n_features_in_ = parent.n_features_in_
         return self
+
+    @property
+    def name(self) -> str:
+        """What a problem's name shows: the ruler this is a view of."""
+        return type(self.parent).__name__
 
     def fit(self, Z: ArrayLike, y: ArrayLike) -> _GroupBoundary:
         """A view is not fitted by itself: fit its :class:`BoundaryRuler` (with the groups)."""

@@ -182,6 +182,9 @@ def make_ruler(name: str, **params: Any) -> BaseRuler:
     ConditionedRuler(by='class', fallback='refuse', ruler=FisherRuler())
     """
     if "by" in params:
+        if getattr(ruler_spec(name).resolve(), "takes_groups", False):
+            raise ScarceError(f"ruler {name!r} is fitted with the groups itself (one model over all of them); "
+                              f"drop by={params['by']!r} and pass groups= to fit")
         # resolved by name like every ruler class: the registry imports no ruler module itself
         # (the conditioned wrapper resolves its own ruler names through this registry)
         wrapper = RulerSpec("conditioned", _CONDITIONED).resolve()

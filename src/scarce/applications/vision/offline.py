@@ -153,7 +153,8 @@ class PenultimateRuler:
 
     @property
     def name(self) -> str:
-        return type(self.ruler).__name__
+        """The wrapped ruler's name (as a problem's name shows it)."""
+        return str(getattr(self.ruler, "name", type(self.ruler).__name__))
 
 
 def fit_rulers(

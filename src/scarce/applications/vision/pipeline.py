@@ -106,8 +106,14 @@ def _separation(rulers: dict[str, Any], Z: np.ndarray, y: np.ndarray, groups: np
 
 
 def _pooled(rulers: dict[str, Any]) -> dict[str, Any]:
-    """The pooled rulers inside conditioned ones (empty when the rulers are pooled already)."""
-    return {name: r.pooled_ for name, r in rulers.items() if hasattr(r, "pooled_")}
+    """The pooled rulers inside conditioned ones (empty when the rulers are pooled already).
+
+    A ruler that takes the groups itself (the boundary ruler) has no pooled twin to compare: its
+    ``pooled_`` is only the fallback for groups without their own score.
+    """
+    from scarce.rulers.conditioned import ConditionedRuler
+
+    return {name: r.pooled_ for name, r in rulers.items() if isinstance(r, ConditionedRuler)}
 
 
 def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any], splits: Any, noise: Any,
