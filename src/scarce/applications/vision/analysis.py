@@ -112,6 +112,15 @@ def head_to_head(frame: Any, stage: str = "eval") -> Any:
                     "not_reached"]]
 
 
+def _ruler_fitting(preset: Any) -> str:
+    """How the rulers were fitted: pooled or per class, and which fit one model over all classes."""
+    from scarce.rulers import make_ruler
+
+    how = "one per class of the seed" if preset.conditioning == "class" else "pooled over all classes"
+    grouped = [r for r in getattr(preset, "rulers", ()) if getattr(make_ruler(r), "takes_groups", False)]
+    return how + (f"; {', '.join(grouped)}: one softmax over the classes, read for the seed's class" if grouped else "")
+
+
 def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
     """What the report states above its tables: the set-up, the rulers' held-out separation, the
     evaluation's basis (seeds x runs, the truth's Monte Carlo budget) and the seeds used."""
@@ -122,7 +131,7 @@ def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -
         "classifier access": ("labels only: rulers read a surrogate network's embedding (test accuracy "
                               f"{info['surrogate_test_accuracy']:.4f}); no margin, so no margin Subset Simulation "
                               "or AMLS" if preset.access == "labels" else "logits"),
-        "rulers": "one per class of the seed" if preset.conditioning == "class" else "pooled over all classes",
+        "rulers": _ruler_fitting(preset),
         "rulers on the penultimate features (the surrogate's with labels-only access)": ", ".join(
             r for r in getattr(preset, "rulers", ()) if r in getattr(preset, "feature_rulers", ()))
         or "none (every ruler reads the run's embedding)",
