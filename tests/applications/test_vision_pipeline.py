@@ -160,6 +160,27 @@ def test_the_boundary_ruler_reads_the_penultimate_features_beside_rulers_on_the_
         get_preset("tiny", feature_rulers=["boundry"])
 
 
+def test_the_offline_stage_is_the_same_on_one_thread_or_two(tmp_path):
+    """Forward passes and products sum per thread block: without pinning, a harvest made on two
+    threads differs in its last bits from one made on one, and so do the head and rulers."""
+    import torch
+
+    from scarce.applications.vision.pipeline import build_context
+    from scarce.applications.vision.protocol import get_preset
+
+    before = torch.get_num_threads()
+    harvests = []
+    try:
+        for threads in (2, 1):
+            torch.set_num_threads(threads)
+            build_context(get_preset("tiny", rulers=["centroid"], top_k=1), tmp_path / str(threads), log=lambda *_: None)
+            assert torch.get_num_threads() == threads  # given back
+            harvests.append(np.load(tmp_path / str(threads) / "cache" / "harvest.npz")["features"])
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_array_equal(*harvests)
+
+
 def test_conditioning_must_be_none_or_class():
     from scarce.applications.vision.protocol import get_preset
 

@@ -8,10 +8,12 @@ projection head (safetensors). Rulers are refitted from the cached embeddings (s
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import warnings
 from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -206,14 +208,44 @@ def _data_source(preset: Any, data_dir: str | None) -> str:
     return data_dir
 
 
+@contextlib.contextmanager
+def _offline_threads() -> Iterator[None]:
+    """torch's intra-op threads and the BLAS pools at one thread while the offline stage runs.
+
+    A forward pass or a matrix product sums in per-thread blocks, so its last bits depend on the
+    thread count: with more threads the harvested features differ in their last bits, and the head
+    and rulers trained on them differ. The classifier already trains on one thread; this pins the
+    rest, so the same preset gives the same offline objects on any CPU.
+    """
+    import torch
+
+    from scarce.applications.vision.classifier import TRAINING_THREADS
+    from scarce.experiments.executors import blas_threads
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(TRAINING_THREADS)
+    try:
+        with blas_threads(TRAINING_THREADS):
+            yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = None,
                   log: Any = print, device: str = "cpu") -> VisionContext:
     """Load data, train or load the classifier, harvest training seeds, train the head, fit rulers.
 
     ``log`` receives one-line progress messages (``print`` by default; pass ``lambda *_: None``
     to silence). ``device`` is where forward passes run (see :class:`VisionModel`); training is
-    always on CPU, where it is deterministic and cached.
+    always on CPU, where it is deterministic and cached. Everything runs on one CPU thread
+    (:func:`_offline_threads`), so its results do not depend on the machine's cores.
     """
+    with _offline_threads():
+        return _build_context(preset, run_dir, data_dir=data_dir, log=log, device=device)
+
+
+def _build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None, log: Any,
+                   device: str) -> VisionContext:
     from scarce.applications.vision.classifier import ClassifierConfig, accuracy, train_classifier
     from scarce.datasets import load_mnist
 
