@@ -357,6 +357,25 @@ def test_rulers_on_hostile_embeddings(name, data):
 
 
 @hostile
+@given(data=labelled_embeddings(), groups=st.sampled_from(["none", "two", "str", "nan", "short", "one_each"]))
+def test_the_boundary_ruler_on_hostile_embeddings_and_groups(data, groups):
+    """The ruler that takes the groups: NaN, strings, a wrong length or one row per group give a
+    clear error or a fit whose scores are finite."""
+    Z, y = data
+    n = len(y)
+    g = {"none": None, "two": np.arange(n) % 3 // 2, "str": np.array(["a", "b"] * n)[:n],
+         "nan": np.where(np.arange(n) == 0, np.nan, 1.0), "short": np.zeros(max(n - 1, 0)),
+         "one_each": np.arange(n)}[groups]
+    fitted = _expect_ok_or_scarce(lambda: make_ruler("boundary", min_failures=1, min_normals=1).fit(Z, y, groups=g))
+    if fitted is None:
+        return
+    scores = _expect_ok_or_scarce(lambda: fitted.score_samples(Z, groups=g))
+    if scores is not None:
+        assert scores.dtype == np.float64 and scores.shape == (n,) and np.isfinite(scores).all()
+    assert math.isfinite(fitted.threshold(50))
+
+
+@hostile
 @given(name=st.sampled_from(RULERS), value=hostile_scalars, which=st.integers(0, 10))
 def test_ruler_parameters(name, value, which):
     params = sorted(make_ruler(name).get_params())
