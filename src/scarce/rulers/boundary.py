@@ -160,8 +160,8 @@ class BoundaryRuler(BaseRuler):
         self
         """
         check_choice("fallback", self.fallback, FALLBACKS)
-        check_in_interval("alpha", self.alpha, 0.0, math.inf, high_open=True)
-        check_positive_int("max_iter", self.max_iter, maximum=10**6)
+        alpha = check_in_interval("alpha", self.alpha, 0.0, math.inf, high_open=True)
+        max_iter = check_positive_int("max_iter", self.max_iter, maximum=10**6)
         if self.percentile is not None:
             check_percentile(self.percentile)
         Z = check_embeddings(Z)
@@ -175,7 +175,7 @@ class BoundaryRuler(BaseRuler):
             self.pooled_ = type(self)(**{**self.get_params(), "min_failures": 1, "min_normals": 1}).fit(Z, labels)
         self.input_scale_ = power_of_two_scale(Z)
         Z = self._rescale(Z)
-        own = self._fit_softmax(Z[own_rows], labels[own_rows], groups[own_rows])
+        own = self._fit_softmax(Z[own_rows], labels[own_rows], groups[own_rows], alpha, max_iter)
         self.n_features_in_ = Z.shape[1]
         scores = self._scores(Z[own_rows], own, "its training embeddings")
         bad = labels[own_rows]
@@ -209,13 +209,12 @@ class BoundaryRuler(BaseRuler):
                               f"normal) per group: {self.fallback_groups_}")
         return keep
 
-    def _fit_softmax(self, Z: NDArray[np.float64], labels: NDArray[np.bool_], groups: NDArray[Any]) -> NDArray[np.intp]:
+    def _fit_softmax(self, Z: NDArray[np.float64], labels: NDArray[np.bool_], groups: NDArray[Any],
+                     alpha: float, max_iter: int) -> NDArray[np.intp]:
         """The weights of the K + 1 scores by L-BFGS on the penalised likelihood of the flags; returns
         each row's own score column."""
         from scipy.optimize import minimize
 
-        alpha = check_in_interval("alpha", self.alpha, 0.0, math.inf, high_open=True)
-        max_iter = check_positive_int("max_iter", self.max_iter, maximum=10**6)
         unique = np.unique(groups)
         self.groups_ = tuple(_as_key(g) for g in unique)
         own = np.searchsorted(unique, groups) + 1

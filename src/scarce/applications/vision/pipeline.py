@@ -138,10 +138,9 @@ def _held_out_separation(preset: Any, model: VisionModel, rulers: dict[str, Any]
         _save_harvest(path, data)
     if data.failed.all() or not data.failed.any():
         return {}
-    Z = model.head.transform(data.features) if model.head is not None else \
-        data.features[:, : -model.n_classes].astype(np.float64)
-    groups = data.seed_labels(model.n_classes)
     features = data.features[:, : -model.n_classes].astype(np.float64)
+    Z = model.head.transform(data.features) if model.head is not None else features
+    groups = data.seed_labels(model.n_classes)
     with warnings.catch_warnings():  # a test seed of a class no training seed had: pooled ruler
         warnings.simplefilter("ignore", ScarceWarning)
         out = {"rulers": _separation(rulers, Z, data.failed, groups, features)}
@@ -264,15 +263,15 @@ def _build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None, lo
 
     data = _training_harvest(preset, model, splits, noise, cache, log)
 
+    features = data.features[:, : -model.n_classes].astype(np.float64)  # the penultimate features
     if preset.embedding == "supcon":
         head = _head(preset, model, data, cache)
         model = _model(classifier, surrogate, head, device)
         Z = head.transform(data.features)
     else:
-        Z = data.features[:, : -model.n_classes].astype(np.float64)
+        Z = features
     classes = data.seed_labels(model.n_classes)
     conditioned = preset.conditioning == "class"
-    features = data.features[:, : -model.n_classes].astype(np.float64)
     rulers = fit_rulers(preset.rulers, Z, data.failed, seed=preset.seed, groups=classes if conditioned else None,
                         classes=classes, features=features, feature_rulers=preset.feature_rulers)
     auc = _separation(rulers, Z, data.failed, classes, features)
