@@ -100,6 +100,7 @@ def test_cli_access_labels_runs_the_tiny_protocol_without_the_margin(tmp_path):
     assert any(m.startswith("scarce:") for m in methods)
     text = (run_dir / "report" / "report.md").read_text()
     assert "labels only: rulers read a surrogate network's embedding" in text
+    assert "on 2,000 perturbed training images labelled by the target" in text  # the tiny preset's surrogate_queries
     assert "MC RMS rel. err, same queries" in text
     # a second classifier, the surrogate, was trained and cached beside the target
     assert len(list((run_dir / "cache").glob("*.safetensors"))) >= 3  # target, surrogate, head
@@ -138,3 +139,141 @@ def test_monte_carlo_of_a_label_only_model_skips_the_surrogate_and_matches_the_f
 
     full = MonteCarlo(n_samples=600, batch_size=200, dtype="float32").estimate(problem, seed=5)
     assert fast.n_failed == full.n_failed and fast.probability == full.probability
+
+
+class _Nearest:
+    """A black box answering the index of the nearest of a few reference images."""
+
+    def __init__(self, references):
+        self.references = torch.as_tensor(references, dtype=torch.float32).reshape(len(references), -1)
+        self.seen = 0
+
+    def predict_labels(self, x):
+        self.seen += x.shape[0]
+        return torch.cdist(x.reshape(x.shape[0], -1), self.references).argmin(dim=1)
+
+
+def _references():
+    rng = np.random.default_rng(0)
+    return (rng.random((4, 28, 28)) < 0.5).astype(np.float32)  # far apart: small noise keeps the nearest
+
+
+def test_distillation_set_labels_every_copy_by_the_target_and_spreads_copies_over_the_images():
+    from scarce.applications.vision.access import distillation_set
+
+    images = _references()
+    target = _Nearest(images)
+    x, labels = distillation_set(target, images, "gaussian", 0.05, (1.0,), 1002, seed=3, batch_size=256)
+    assert x.shape == (1002, 28, 28) and x.dtype == np.float32 and labels.dtype == np.int64
+    assert target.seen == 1002                                  # one label query per copy
+    assert np.array_equal(labels, target.predict_labels(torch.from_numpy(x)[:, None]).numpy())
+    assert sorted(np.bincount(labels, minlength=4).tolist()) == [250, 250, 251, 251]  # 1002 // 4 or one more
+    assert x.min() >= 0 and x.max() <= 1                        # the noise's clipping
+    noise = x - images[labels]
+    inside = (images[labels] == 0) & (x > 0)                    # unclipped draws of a black pixel
+    assert 0.03 < noise[inside].mean() < 0.05                   # E|N(0, 0.05)| = 0.04 on the positive side
+
+
+def test_distillation_set_scales_the_noise_by_the_multiples_and_repeats_with_its_seed():
+    from scarce.applications.vision.access import distillation_set
+
+    images = np.full((2, 28, 28), 0.5, dtype=np.float32)
+    target = _Stub(1)
+    x1, _ = distillation_set(target, images, "gaussian", 0.02, (1.0,), 400, seed=7)
+    x3, _ = distillation_set(target, images, "gaussian", 0.02, (3.0,), 400, seed=7)
+    mixed, _ = distillation_set(target, images, "gaussian", 0.02, (1.0, 3.0), 400, seed=7)
+    again, _ = distillation_set(target, images, "gaussian", 0.02, (1.0, 3.0), 400, seed=7)
+    spread = [float(np.std(a - 0.5)) for a in (x1, x3, mixed)]
+    assert spread[0] == pytest.approx(0.02, rel=0.02) and spread[1] == pytest.approx(0.06, rel=0.02)
+    assert spread[2] == pytest.approx(np.sqrt((0.02 ** 2 + 0.06 ** 2) / 2), rel=0.05)
+    assert np.array_equal(mixed, again)
+    assert not np.array_equal(mixed, distillation_set(target, images, "gaussian", 0.02, (1.0, 3.0), 400, seed=8)[0])
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"multiples": ()}, "multiples must be positive finite factors of the scale, got \\(\\)"),
+    ({"multiples": (1.0, -2.0)}, "multiples must be positive finite"),
+    ({"multiples": (float("nan"),)}, "multiples must be positive finite"),
+    ({"n_queries": 0}, "n_queries"),
+    ({"images": np.zeros((3, 784))}, r"images must have shape \(m, height, width\) with m >= 1, got \(3, 784\)"),
+    ({"target": _Stub(0, as_logits=True)}, r"one integer label per image, shape \(10,\); got float32"),
+])
+def test_distillation_set_refuses_bad_input_by_name(kwargs, message):
+    from scarce.applications.vision.access import distillation_set
+
+    args = {"target": _Stub(0), "images": np.zeros((2, 28, 28)), "noise": "gaussian", "scale": 0.2,
+            "multiples": (1.0,), "n_queries": 10} | kwargs
+    with pytest.raises(ScarceError, match=message):
+        distillation_set(**args)
+
+
+def test_the_surrogate_trains_on_the_training_set_and_the_targets_answers(monkeypatch, tmp_path):
+    """Label-only access: the surrogate's training data hold the target's labels for perturbed copies."""
+    from types import SimpleNamespace
+
+    from scarce.applications.vision import classifier as classifier_module
+    from scarce.applications.vision import pipeline
+    from scarce.applications.vision.classifier import ClassifierConfig
+    from scarce.applications.vision.protocol import get_preset
+
+    seen = {}
+
+    def fake_train(images, labels, config, cache_dir=None):
+        seen.update(images=np.asarray(images), labels=np.asarray(labels), seed=config.seed)
+        return _cnn(0)
+
+    monkeypatch.setattr(classifier_module, "train_classifier", fake_train)
+    images = _references()
+    splits = SimpleNamespace(train_images=images, train_labels=np.array([5, 5, 5, 5]),
+                             test_images=images, test_labels=np.zeros(4, dtype=np.int64))
+    target = _cnn(2)
+    preset = get_preset("tiny", access="labels", surrogate_queries=30, surrogate_scales=[1.0, 2.0])
+    pipeline._surrogate(preset, splits, ClassifierConfig(seed=4), target, tmp_path, lambda *_: None)
+    assert seen["images"].shape == (34, 28, 28) and seen["seed"] == 5
+    assert seen["labels"][:4].tolist() == [5, 5, 5, 5]                     # the training labels
+    answered = LabelOracle(target).predict_labels(torch.from_numpy(seen["images"][4:])[:, None]).numpy()
+    assert np.array_equal(seen["labels"][4:], answered)                     # then the target's answers
+    pipeline._surrogate(replace_queries(preset, 0), splits, ClassifierConfig(seed=4), target, tmp_path, lambda *_: None)
+    assert seen["images"].shape == (4, 28, 28)                              # 0: the training set alone
+
+
+def replace_queries(preset, n):
+    from dataclasses import replace
+
+    return replace(preset, surrogate_queries=n)
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    (["surrogate_scales=1,-1"], "surrogate_scales must be a non-empty list of positive finite numbers"),
+    (["surrogate_scales=nan"], "surrogate_scales takes a value like 1.0,1.5,2.0,2.5"),
+    (["surrogate_queries=-1"], "surrogate_queries"),
+    (["surrogate_queries=1e9", "access=labels"], "surrogate training data \\(surrogate_queries\\).*allow_large"),
+])
+def test_surrogate_settings_are_checked_by_name(setting, message):
+    from scarce.applications.vision.protocol import get_preset, parse_overrides
+
+    with pytest.raises(ScarceError, match=message):
+        get_preset("quick", **parse_overrides(setting))
+
+
+@pytest.mark.parametrize("scales", [[], [float("nan")], [0.0], "2", [1, "x"]])
+def test_surrogate_scales_given_in_python_are_checked_too(scales):
+    from scarce.applications.vision.protocol import get_preset
+
+    with pytest.raises(ScarceError, match="surrogate_scales must be a non-empty list of positive finite numbers"):
+        get_preset("quick", surrogate_scales=scales)
+
+
+def test_surrogate_settings_belong_to_a_label_only_runs_configuration_alone():
+    """A logits run trains no surrogate: its configuration (and fingerprint) does not hold those settings."""
+    from scarce.applications.vision.limits import estimate_resources
+    from scarce.applications.vision.protocol import get_preset
+
+    logits, labels = get_preset("quick"), get_preset("quick", access="labels")
+    assert "surrogate_queries" not in logits.config() and "surrogate_scales" not in logits.config()
+    assert labels.config()["surrogate_queries"] == 300_000 and labels.config()["surrogate_scales"] == [1, 1.5, 2, 2.5]
+    assert get_preset("quick", surrogate_queries=5).config() == logits.config()
+    part = "surrogate training data (surrogate_queries)"
+    assert estimate_resources(logits)["query_parts"][part] == 0
+    assert estimate_resources(labels)["query_parts"][part] == 300_000
+    assert estimate_resources(labels)["memory_parts"][part] == 300_000 * 784 * 12

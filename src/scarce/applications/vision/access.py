@@ -6,8 +6,16 @@ Simulation and AMLS, whose levels are set on it. SCARCE still runs: its levels c
 ruler's score :math:`G(z)` on an embedding the user computes with a network they own, and its
 exact terminal event, "the label differs from the seed's", needs nothing but labels. Here that
 network is a *surrogate*: a classifier of the same family trained by the user on the same data
-(Papernot et al. 2017 train one from label queries; we train it on the labelled training set),
-with the supervised-contrastive head fitted on inputs labelled by the *target's* answers.
+and on the target's answers (:func:`distillation_set`), with the supervised-contrastive head
+fitted on inputs labelled by the *target's* answers.
+
+Why the target's answers: a surrogate trained on the labelled training set alone learns *a*
+decision boundary of the task, not the target's, and rare failures live exactly where two
+networks' boundaries differ. Papernot et al. (2017) train a substitute from label queries on
+inputs chosen near the boundary; here the inputs are the training images under the run's own
+perturbation family at a few widened scales (noisy inputs cross the boundary far more often
+than clean ones), so the surrogate learns the target's boundary in the region the estimate
+explores. These are offline queries, paid once for every seed evaluated later, like the harvest.
 
 Every forward pass queries the target once per input for its label and runs the surrogate on
 the same inputs; only the target's queries are counted as model queries (the surrogate is the
@@ -27,8 +35,9 @@ import numpy as np
 
 from scarce.applications.vision.problem import ForwardOutputs, ForwardTimer, VisionModel
 from scarce.errors import ScarceError
+from scarce.seeding import SeedLike
 
-__all__ = ["ACCESS_MODES", "LabelOnlyModel", "LabelOracle"]
+__all__ = ["ACCESS_MODES", "LabelOnlyModel", "LabelOracle", "distillation_set"]
 
 #: How the classifier under test may be queried: its logits, or only its labels.
 ACCESS_MODES = ("logits", "labels")
@@ -60,6 +69,68 @@ class LabelOracle:
         with torch.inference_mode():
             logits, _ = self._classifier.logits_and_features(x)
         return logits.argmax(dim=1)
+
+
+def distillation_set(target: Any, images: np.ndarray, noise: str, scale: float, multiples: tuple[float, ...],
+                     n_queries: int, *, seed: SeedLike = 0, batch_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Perturbed copies of ``images`` and the target's labels for them: a surrogate's training data.
+
+    Copy ``i`` is image ``i mod m`` under ``make_noise(noise, scale * s)``, with ``s`` drawn
+    uniformly from ``multiples`` (1 is the run's own perturbation; wider scales reach the
+    target's boundary from more images). The copies are spread evenly over the ``m`` images, so
+    every class is represented as in the training set.
+
+    Parameters
+    ----------
+    target : object with ``predict_labels(x)`` (e.g. :class:`LabelOracle`); queried ``n_queries`` times
+    images : (m, height, width) training images in the noise's range
+    noise, scale : the run's perturbation family and scale (:func:`~scarce.applications.vision.noise.make_noise`)
+    multiples : positive factors of ``scale``
+    n_queries : number of perturbed copies (>= 1)
+    seed : randomness of the images' order, the scales and the noise
+
+    Returns
+    -------
+    (x, labels) : float32 (n_queries, height, width) and int64 (n_queries,)
+    """
+    from scarce.applications.vision.noise import make_noise
+    from scarce.checks import check_positive_int
+    from scarce.seeding import as_generator
+
+    n_queries = check_positive_int("n_queries", n_queries)
+    if not multiples or not all(np.isfinite(m) and m > 0 for m in multiples):
+        raise ScarceError(f"multiples must be positive finite factors of the scale, got {multiples!r}")
+    families = [make_noise(noise, scale * float(m)) for m in multiples]
+    images = np.asarray(images)
+    if images.ndim != 3 or len(images) == 0:
+        raise ScarceError(f"images must have shape (m, height, width) with m >= 1, got {images.shape}")
+    flat = images.reshape(len(images), -1).astype(np.float32)
+    rng = as_generator(seed)
+    source = np.resize(rng.permutation(len(flat)), n_queries)
+    which = rng.integers(len(families), size=n_queries)
+    x = np.empty((n_queries, flat.shape[1]), dtype=np.float32)
+    labels = np.empty(n_queries, dtype=np.int64)
+    for lo in range(0, n_queries, batch_size):
+        hi = min(lo + batch_size, n_queries)
+        u = rng.standard_normal((hi - lo, flat.shape[1]), dtype=np.float32)
+        for k, family in enumerate(families):
+            rows = np.flatnonzero(which[lo:hi] == k)
+            # the noise acts per pixel, so many images perturb at once as one long image
+            x[lo + rows] = family.apply(flat[source[lo + rows]].ravel(), u[rows].reshape(1, -1)).reshape(rows.size, -1)
+        labels[lo:hi] = _label_batch(target, x[lo:hi].reshape(hi - lo, 1, *images.shape[1:]))
+    return x.reshape(n_queries, *images.shape[1:]), labels
+
+
+def _label_batch(target: Any, x: np.ndarray) -> np.ndarray:
+    """The target's labels for a batch of shape (n, 1, height, width), checked to be labels."""
+    import torch
+
+    answer = target.predict_labels(torch.from_numpy(np.ascontiguousarray(x)))
+    answer = answer.cpu().numpy() if hasattr(answer, "cpu") else np.asarray(answer)
+    if answer.shape != (x.shape[0],) or answer.dtype.kind not in "iu":
+        raise ScarceError(f"target.predict_labels must return one integer label per image, shape ({x.shape[0]},); "
+                          f"got {answer.dtype} of shape {answer.shape}")
+    return answer.astype(np.int64)
 
 
 @dataclass

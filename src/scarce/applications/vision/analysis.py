@@ -121,6 +121,17 @@ def _ruler_fitting(preset: Any) -> str:
     return how + (f"; {', '.join(grouped)}: one softmax over the classes, read for the seed's class" if grouped else "")
 
 
+def _access_line(preset: Any, info: dict[str, Any]) -> str:
+    """How the classifier under test was queried and, under label-only access, what the surrogate learnt from."""
+    if preset.access != "labels":
+        return "logits"
+    queries = int(info.get("surrogate_queries", 0))
+    taught = (f"trained on the training set and on {queries:,} perturbed training images labelled by the target "
+              "(offline queries)" if queries else "trained on the training set")
+    return (f"labels only: rulers read a surrogate network's embedding ({taught}; test accuracy "
+            f"{info['surrogate_test_accuracy']:.4f}); no margin, so no margin Subset Simulation or AMLS")
+
+
 def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
     """What the report states above its tables: the set-up, the rulers' held-out separation, the
     evaluation's basis (seeds x runs, the truth's Monte Carlo budget) and the seeds used."""
@@ -128,9 +139,7 @@ def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -
     context = {
         "preset": preset.name, "noise": f"{preset.noise} {preset.scale}", "data": info["data"],
         "classifier test accuracy": f"{info['test_accuracy']:.4f}",
-        "classifier access": ("labels only: rulers read a surrogate network's embedding (test accuracy "
-                              f"{info['surrogate_test_accuracy']:.4f}); no margin, so no margin Subset Simulation "
-                              "or AMLS" if preset.access == "labels" else "logits"),
+        "classifier access": _access_line(preset, info),
         "rulers": _ruler_fitting(preset),
         "rulers on the penultimate features (the surrogate's with labels-only access)": ", ".join(
             r for r in getattr(preset, "rulers", ()) if r in getattr(preset, "feature_rulers", ()))

@@ -68,6 +68,7 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
     ss = _ss_queries(int(m.ss_samples), int(m.max_levels))
     amls = int(m.amls_samples) * (1 + int(m.max_levels) * int(m.amls_steps))
     harvest_seeds = int(preset.n_train_seeds) + max(2, int(preset.n_train_seeds) // 4)
+    distill = int(getattr(preset, "surrogate_queries", 0)) if getattr(preset, "access", "logits") == "labels" else 0
     queries = {
         "smc (n_candidates x methods.smc_samples)": candidates * int(m.smc_samples),
         "harvest (n_train_seeds x harvest_max_queries)": harvest_seeds * int(preset.harvest_max_queries),
@@ -75,6 +76,7 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
         "eval (n_eval x n_runs x ((top_k + 1) x Subset Simulation + AMLS))":
             int(preset.n_eval) * int(preset.n_runs) * ((int(preset.top_k) + 1) * ss + amls),
         "held-out truth (n_eval x truth_samples)": int(preset.n_eval) * int(preset.truth_samples),
+        "surrogate training data (surrogate_queries)": distill,
     }
     feature_width = int(classifier["hidden"]) + 10
     latent = 8 * _PIXELS * _ARRAYS_PER_LEVEL
@@ -87,6 +89,8 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
         "AMLS levels (methods.amls_samples)": int(m.amls_samples) * latent,
         "harvested features (n_train_seeds x harvest_max_queries)":
             harvest_seeds * int(preset.harvest_max_queries) * feature_width * 8,
+        # the perturbed copies, their concatenation with the training set and its tensor
+        "surrogate training data (surrogate_queries)": distill * _PIXELS * 3 * _FLOAT,
     }
     return {"memory": sum(memory.values()), "queries": sum(queries.values()), "memory_parts": memory,
             "query_parts": queries, "parameters": net["parameters"]}

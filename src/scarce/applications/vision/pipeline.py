@@ -27,6 +27,9 @@ from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = ["VisionContext", "build_context"]
 
+#: Spawn key of the surrogate's distillation set under the preset's seed (its own random stream).
+_SURROGATE_STREAM = 19
+
 
 @dataclass
 class VisionContext:
@@ -169,17 +172,27 @@ def _training_harvest(preset: Any, model: Any, splits: Any, noise: Any, cache: P
     return data
 
 
-def _surrogate(splits: Any, config: Any, cache: Path, log: Any) -> Any:
-    """The user's own network for label-only access: the target's architecture and data, another seed.
+def _surrogate(preset: Any, splits: Any, config: Any, classifier: Any, cache: Path, log: Any) -> Any:
+    """The user's own network for label-only access: the target's architecture and data, another
+    seed, and ``preset.surrogate_queries`` perturbed training images labelled by the target.
 
     A user who can query a classifier only for labels still owns data of its task; a network of
-    the same family trained on it is the encoder the rulers read (its features, through the
-    contrastive head trained on the target's answers).
+    the same family trained on it, and on the target's answers around it
+    (:func:`~scarce.applications.vision.access.distillation_set`), is the encoder the rulers read.
     """
+    from scarce.applications.vision.access import LabelOracle, distillation_set
     from scarce.applications.vision.classifier import accuracy, train_classifier
 
+    images, labels = splits.train_images, splits.train_labels
+    if preset.surrogate_queries:
+        x, y = distillation_set(LabelOracle(classifier), images, preset.noise, preset.scale, preset.surrogate_scales,
+                                preset.surrogate_queries, seed=np.random.SeedSequence([preset.seed, _SURROGATE_STREAM]))
+        log(f"surrogate training data: {len(labels)} training images and {len(y)} perturbed copies labelled by "
+            f"the target ({len(y)} offline label queries; noise {preset.noise} at "
+            f"{', '.join(f'{m:g}' for m in preset.surrogate_scales)} x {preset.scale:g})")
+        images, labels = np.concatenate([images.astype(np.float32), x]), np.concatenate([labels, y])
     surrogate_config = replace(config, seed=config.seed + 1)
-    surrogate = train_classifier(splits.train_images, splits.train_labels, surrogate_config, cache_dir=cache)
+    surrogate = train_classifier(images, labels, surrogate_config, cache_dir=cache)
     log(f"surrogate (label-only access): test accuracy "
         f"{accuracy(surrogate, splits.test_images, splits.test_labels):.4f}, seed {surrogate_config.seed}")
     return surrogate
@@ -257,7 +270,7 @@ def _build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None, lo
     test_accuracy = accuracy(classifier, splits.test_images, splits.test_labels)
     log(f"classifier: test accuracy {test_accuracy:.4f} on {len(splits.test_labels)} held-out digits")
     labels_only = getattr(preset, "access", "logits") == "labels"
-    surrogate = _surrogate(splits, config, cache, log) if labels_only else None
+    surrogate = _surrogate(preset, splits, config, classifier, cache, log) if labels_only else None
     model = _model(classifier, surrogate, None, device)
     noise = make_noise(preset.noise, preset.scale)
 
@@ -291,5 +304,6 @@ def _build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None, lo
             "access": model.access}
     if surrogate is not None:
         info["surrogate_test_accuracy"] = accuracy(surrogate, splits.test_images, splits.test_labels)
+        info["surrogate_queries"] = preset.surrogate_queries
     atomic_write_text(cache / "context.json", json.dumps(info, indent=1, default=float))
     return VisionContext(model, noise, rulers, splits.seed_images, splits.seed_labels, info)

@@ -75,6 +75,12 @@ class VisionPreset:
     # margin, so no margin Subset Simulation or AMLS; rulers on a surrogate network's embedding
     # set the levels, scarce.applications.vision.access)
     access: str = "logits"
+    # Label-only access: the surrogate also trains on this many perturbed training images labelled
+    # by the target (scarce.applications.vision.access.distillation_set), under the run's noise
+    # at these multiples of its scale; 0 trains it on the training labels alone. Offline queries,
+    # paid once. Not part of a logits run's configuration (no surrogate there).
+    surrogate_queries: int = 300_000
+    surrogate_scales: tuple[float, ...] = (1.0, 1.5, 2.0, 2.5)
     methods: MethodSettings = field(default_factory=MethodSettings)
     # Overrides of ClassifierConfig. The quick default (16/32 channels, 64 features) keeps the
     # embedded test accuracy above 95% (95.8% measured) with about 3x the forward-pass rate of
@@ -125,6 +131,7 @@ class VisionPreset:
         if not isinstance(self.methods, MethodSettings):
             raise ScarceError(f"methods must be a MethodSettings, got {type(self.methods).__name__}")
         object.__setattr__(self, "classifier", _check_classifier(self.classifier))
+        object.__setattr__(self, "surrogate_scales", _check_multiples("surrogate_scales", self.surrogate_scales))
         from scarce.applications.vision.limits import check_resources
 
         check_resources(self)
@@ -135,12 +142,17 @@ class VisionPreset:
         A field added after run directories existed is stored only when it differs from the
         behaviour those runs had, so they stay resumable: ``conditioning`` when not ``"none"``,
         ``n_runs``, ``truth_samples``, ``min_truth_failures`` and ``access`` when not at their
-        defaults.
+        defaults. The surrogate's settings are stored only under label-only access, the one
+        access that trains a surrogate.
         """
         data = asdict(self)
         data.pop("allow_large")
         data["rulers"] = list(self.rulers)
         data["feature_rulers"] = list(self.feature_rulers)
+        data["surrogate_scales"] = list(self.surrogate_scales)
+        if self.access != "labels":
+            data.pop("surrogate_queries")
+            data.pop("surrogate_scales")
         for name, default in _LATER_FIELDS.items():
             if data[name] == default:
                 data.pop(name)
@@ -155,7 +167,19 @@ _LATER_FIELDS = {"conditioning": "none", "n_runs": 1, "truth_samples": 0, "min_t
 #: Integer fields of a preset and their smallest allowed value.
 _PRESET_INTS = {"n_candidates": 1, "n_screen": 1, "n_eval": 1, "n_runs": 1, "top_k": 1, "n_train_seeds": 1,
                 "harvest_samples": 10, "harvest_max_queries": 1, "seed": 0, "truth_samples": 0,
-                "min_truth_failures": 0}
+                "min_truth_failures": 0, "surrogate_queries": 0}
+
+
+def _check_multiples(name: str, values: Any) -> tuple[float, ...]:
+    """A non-empty sequence of positive finite numbers, as a tuple of floats."""
+    ok = not isinstance(values, (str, bytes)) and hasattr(values, "__len__") and len(values) > 0
+    try:
+        out = tuple(float(v) for v in values) if ok else ()
+    except (TypeError, ValueError):
+        out = ()
+    if not out or not all(np.isfinite(v) and v > 0 for v in out):
+        raise ScarceError(f"{name} must be a non-empty list of positive finite numbers, got {values!r}")
+    return out
 
 
 def _check_sizes(preset: VisionPreset) -> None:
