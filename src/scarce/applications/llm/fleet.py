@@ -20,8 +20,19 @@ non-decreasing, and every level ``{score >= gamma}`` is a half-line ``{u >= u_ga
 engine's MCMC move (adaptive conditional sampling, ``u' = rho u + sqrt(1 - rho^2) z``, accepted
 when the proposed record stays in the level) leaves ``N(0, 1)`` restricted to the level
 invariant, hence the fleet restricted to the level too. Working with the tail mass ``Phi(-u)``
-keeps full relative precision down to tail masses of ``1e-300``. Records occupy intervals of
-``u``, so scores have plateaus; the engine's tie-aware levels keep the estimator unbiased there.
+keeps full relative precision down to tail masses of ``1e-300``.
+
+**Ties.** Records occupy intervals of ``u``, so record scores have plateaus: a level cannot
+fall inside a record, and a record of large weight straddling the ``p0`` quantile makes that
+level's fraction far from ``p0``. The engine's tie-aware levels keep the estimator unbiased there,
+but at about twice the CoV of a continuous score for the same queries. The finite corpus causes
+these plateaus; a real fleet's scores have none. So by default (``tie_break=True``) the level
+score also carries the latent's place inside its record: record ``i`` at fraction
+``f in [0, 1)`` of its interval (counted upward in ``u``) scores ``s_i + f (s_{i-1} - s_i)``,
+between its own score and the next higher record's. This score is non-decreasing in ``u``, so
+the levels are still nested half-lines. The failure flag is still the record's own
+``s_i >= tau``, so the target ``P(A_tau)``, a sum of whole records, is unchanged; only the
+intermediate levels are finer.
 
 **Reference.** The paper's finite-sample target is ``p_ref = eta * pi`` with ``pi`` the group's
 empirical jailbreak rate; :func:`reference_probability` adds a percentile-bootstrap interval
@@ -144,21 +155,49 @@ class Fleet:
         index = np.searchsorted(self.cumulative, tail, side="left")
         return np.minimum(index, self.n_records - 1)
 
+    def places(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The sampler with each point's place inside its record: rows ``(position, f)``.
+
+        ``position`` is :meth:`records`' record (as a float) and ``f`` in ``[0, 1)`` how far up
+        the record's interval of ``u`` the point lies (0 at its lower edge).
+        """
+        from scipy.special import ndtr
+
+        tail = ndtr(-np.asarray(u, dtype=float).reshape(-1))
+        index = np.minimum(np.searchsorted(self.cumulative, tail, side="left"), self.n_records - 1)
+        share = self.weights[index] / self.weights.sum()
+        inside = np.clip((self.cumulative[index] - tail) / share, 0.0, np.nextafter(1.0, 0.0))
+        return np.column_stack([index.astype(float), inside])
+
     def evaluate_records(self, index: NDArray[np.intp], threshold: float
                          ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
         score = self.scores[index]
         return score, score >= threshold
 
-    def problem(self, threshold: float, *, name: str = "fleet") -> RareEventProblem:
+    def evaluate_places(self, places: NDArray[np.float64], threshold: float
+                        ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        """Level scores broken by the place inside each record (module docstring, Ties); the
+        failure flag is the record's own score against ``threshold``."""
+        index = places[:, 0].astype(np.intp)
+        score = self.scores[index]
+        above = np.where(index > 0, self.scores[np.maximum(index - 1, 0)], score + 1.0)
+        return score + places[:, 1] * (above - score), score >= threshold
+
+    def problem(self, threshold: float, *, name: str = "fleet", tie_break: bool = True) -> RareEventProblem:
         """The rare-event problem ``P(score >= threshold)`` over this fleet (a 1-d latent space).
 
         One query is one record drawn and scored. ``exact_probability`` is set from
-        :meth:`surrogate_probability`.
+        :meth:`surrogate_probability`. ``tie_break`` (default) sets the levels on the record
+        score broken by the latent's place inside the record (module docstring, Ties); False
+        sets them on the record score alone, with its plateaus.
         """
         tau = float(threshold)
         if math.isnan(tau):
             raise ScarceError("threshold must be a number, not NaN")
-        return RareEventProblem(1, _FleetScore(self, tau), self.records, name=name,
+        if not isinstance(tie_break, (bool, np.bool_)):
+            raise ScarceError(f"tie_break must be True or False, got {tie_break!r}")
+        transform = self.places if tie_break else self.records
+        return RareEventProblem(1, _FleetScore(self, tau, bool(tie_break)), transform, name=name,
                                 exact_probability=self.surrogate_probability(tau))
 
 
@@ -168,9 +207,12 @@ class _FleetScore:
 
     fleet: Fleet
     threshold: float
+    tie_break: bool = False
 
-    def __call__(self, index: NDArray[np.intp]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-        return self.fleet.evaluate_records(index, self.threshold)
+    def __call__(self, x: NDArray[Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        if self.tie_break:
+            return self.fleet.evaluate_places(x, self.threshold)
+        return self.fleet.evaluate_records(x, self.threshold)
 
 
 @dataclass(frozen=True)
