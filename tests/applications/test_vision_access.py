@@ -190,6 +190,15 @@ def test_distillation_set_scales_the_noise_by_the_multiples_and_repeats_with_its
     assert not np.array_equal(mixed, distillation_set(target, images, "gaussian", 0.02, (1.0, 3.0), 400, seed=8)[0])
 
 
+@pytest.mark.parametrize("noise", ["gaussian", "uniform"])
+def test_distillation_set_with_more_scales_than_copies_draws_each_copy_once(noise):
+    from scarce.applications.vision.access import distillation_set
+
+    x, labels = distillation_set(_Stub(4), np.full((5, 28, 28), 0.5), noise, 0.2, (1, 1.5, 2, 2.5, 3, 4, 5), 3, seed=1)
+    assert x.shape == (3, 28, 28) and labels.tolist() == [4, 4, 4]
+    assert np.all(np.abs(x - 0.5).reshape(3, -1).max(axis=1) > 0)  # every copy perturbed
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"multiples": ()}, "multiples must be positive finite factors of the scale, got \\(\\)"),
     ({"multiples": (1.0, -2.0)}, "multiples must be positive finite"),

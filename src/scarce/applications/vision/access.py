@@ -115,6 +115,8 @@ def distillation_set(target: Any, images: np.ndarray, noise: str, scale: float, 
         u = rng.standard_normal((hi - lo, flat.shape[1]), dtype=np.float32)
         for k, family in enumerate(families):
             rows = np.flatnonzero(which[lo:hi] == k)
+            if rows.size == 0:
+                continue
             # the noise acts per pixel, so many images perturb at once as one long image
             x[lo + rows] = family.apply(flat[source[lo + rows]].ravel(), u[rows].reshape(1, -1)).reshape(rows.size, -1)
         labels[lo:hi] = _label_batch(target, x[lo:hi].reshape(hi - lo, 1, *images.shape[1:]))
