@@ -9,6 +9,7 @@ inherited, and pairs where no ruler's threshold is reached by any jailbreak (rec
 
     python benchmarks/llm_transfer.py --corpus runs/llm/corpus-separate.parquet --n-runs 10
     python benchmarks/llm_transfer.py --corpus runs/llm/corpus-separate.parquet --n-runs 10 --view conversation
+    python benchmarks/llm_transfer.py --corpus runs/llm/corpus-separate.parquet --n-runs 10 --no-tie-break
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ def main() -> None:
     parser.add_argument("--eta", type=float, default=1e-3)
     parser.add_argument("--view", default="auto", help="what the rulers see: auto, response or conversation")
     parser.add_argument("--tolerance", type=float, default=0.1, help="the issue's bound on the refit |r - 1|")
+    parser.add_argument("--no-tie-break", action="store_true",
+                        help="cascade levels on the record score alone, as before the fleet's tie-break")
     args = parser.parse_args()
 
     start = time.perf_counter()
-    config = TransferConfig(n_samples=args.n_samples, n_runs=args.n_runs, etas=(args.eta,), view=args.view)
+    config = TransferConfig(n_samples=args.n_samples, n_runs=args.n_runs, etas=(args.eta,), view=args.view,
+                            tie_break=not args.no_tie_break)
     table = transfer_matrix(read_corpus(args.corpus), config)
     summary = best_per_pair(table)
     print(f"{len(table)} cells, {len(summary)} fitted -> applied pairs, {time.perf_counter() - start:.0f} s "

@@ -100,6 +100,34 @@ def test_a_run_directory_of_another_corpus_or_config_is_refused(tmp_path, llm_co
         LLMSweep(get_preset("tiny", n_runs=3), tmp_path / "run", corpus=llm_corpus)
 
 
+def test_a_run_made_before_the_tie_break_is_refused_under_it_and_resumes_without_it(tmp_path, llm_corpus):
+    """Old run directories stored no tie_break and their cells ran on the record score alone."""
+    plateau = get_preset("tiny", tie_break=False)
+    assert "tie_break" not in plateau.config() and TINY.config()["tie_break"] is True
+    run_sweep(llm_corpus, tmp_path / "run", plateau)
+    with pytest.raises(ScarceError, match="different configuration.*tie_break"):
+        LLMSweep(TINY, tmp_path / "run", corpus=llm_corpus)
+    tasks = tmp_path / "run" / "tasks"
+    removed = "cell-mah_bad_p75-PAIR~model-b-eta1e-01-N300.json"
+    kept = cell_payloads(tmp_path / "run")[removed.removesuffix(".json")]
+    (tasks / removed).unlink()
+    run_sweep(None, tmp_path / "run", plateau)  # resumes: the missing cell again on the record score
+    again = cell_payloads(tmp_path / "run")[removed.removesuffix(".json")]
+    assert [r["p"] for r in again["runs"]] == [r["p"] for r in kept["runs"]]
+
+
+def test_the_tie_break_changes_the_cascade_not_the_target(tmp_path, llm_corpus):
+    run_sweep(llm_corpus, tmp_path / "plateau", get_preset("tiny", tie_break=False))
+    run_sweep(llm_corpus, tmp_path / "broken", TINY)
+    plateau, broken = cell_payloads(tmp_path / "plateau"), cell_payloads(tmp_path / "broken")
+    assert plateau.keys() == broken.keys()
+    differ = 0
+    for key in plateau:
+        assert plateau[key]["surrogate_exact"] == broken[key]["surrogate_exact"]
+        differ += [r["p"] for r in plateau[key]["runs"]] != [r["p"] for r in broken[key]["runs"]]
+    assert differ > len(plateau) // 2
+
+
 def test_a_chosen_group_without_jailbreaks_is_refused(llm_corpus):
     with pytest.raises(ScarceError, match="PAIR/model-c.*no jailbreak"):
         build_setup(llm_corpus, get_preset("tiny", groups=("PAIR/model-c",)))

@@ -119,6 +119,13 @@ def test_tie_broken_levels_halve_the_plateaus_cov_at_the_same_queries():
     assert spread[True][1] <= 1.05 * spread[False][1], spread
 
 
+def test_a_record_of_weight_zero_scores_finite_under_the_tie_break():
+    """eta = 1 gives benign records weight 0; a latent far in the tail may still land on one."""
+    fleet = Fleet.from_scores([5.0], [1.0, 0.0], 1.0)
+    score, failed = fleet.problem(0.5).evaluate_latent(np.array([[38.0], [39.0], [0.0]]))
+    assert np.all(np.isfinite(score)) and failed.tolist() == [True, True, True]
+
+
 def test_tie_break_must_be_a_bool():
     with pytest.raises(ScarceError, match="tie_break must be True or False, got 'yes'"):
         Fleet.from_scores([0.0], [1.0], 0.5).problem(0.5, tie_break="yes")

@@ -25,8 +25,8 @@ keeps full relative precision down to tail masses of ``1e-300``.
 **Ties.** Records occupy intervals of ``u``, so record scores have plateaus: a level cannot
 fall inside a record, and a record of large weight straddling the ``p0`` quantile makes that
 level's fraction far from ``p0``. The engine's tie-aware levels keep the estimator unbiased there,
-but at about twice the CoV of a continuous score for the same queries. The finite corpus causes
-these plateaus; a real fleet's scores have none. So by default (``tie_break=True``) the level
+but at a larger CoV than a continuous score's for the same queries (docs/benchmarks/llm.md). The
+finite corpus causes these plateaus; a real fleet's conversations seldom share a score. So by default (``tie_break=True``) the level
 score also carries the latent's place inside its record: record ``i`` at fraction
 ``f in [0, 1)`` of its interval (counted upward in ``u``) scores ``s_i + f (s_{i-1} - s_i)``,
 between its own score and the next higher record's. This score is non-decreasing in ``u``, so
@@ -166,7 +166,9 @@ class Fleet:
         tail = ndtr(-np.asarray(u, dtype=float).reshape(-1))
         index = np.minimum(np.searchsorted(self.cumulative, tail, side="left"), self.n_records - 1)
         share = self.weights[index] / self.weights.sum()
-        inside = np.clip((self.cumulative[index] - tail) / share, 0.0, np.nextafter(1.0, 0.0))
+        with np.errstate(divide="ignore", invalid="ignore"):  # a record of weight 0 (eta = 1): its lower edge
+            inside = np.where(share > 0, (self.cumulative[index] - tail) / share, 0.0)
+        inside = np.clip(inside, 0.0, np.nextafter(1.0, 0.0))
         return np.column_stack([index.astype(float), inside])
 
     def evaluate_records(self, index: NDArray[np.intp], threshold: float

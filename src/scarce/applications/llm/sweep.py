@@ -94,7 +94,7 @@ def _check_names(config: SweepConfig) -> None:
         values = getattr(config, key)
         if not isinstance(values, tuple) or not all(isinstance(v, str) and v for v in values):
             raise ScarceError(f"{key} must be a tuple of non-empty strings; got {values!r}")
-    for key in ("head", "allow_large"):
+    for key in ("head", "allow_large", "tie_break"):
         if not isinstance(getattr(config, key), bool):
             raise ScarceError(f"{key} must be true or false; got {getattr(config, key)!r}")
 
@@ -162,6 +162,9 @@ class SweepConfig:
     stop_factor: float = 0.5
     # seeds count among a level's samples only when drawn independently (scarce.estimators.subset)
     count_seeds: str = "independent"
+    # levels broken inside each fleet record (scarce.applications.llm.fleet, Ties); False: the
+    # record score alone, as runs made before the tie-break behaved
+    tie_break: bool = True
     head: bool = False
     transfer_method: str = "GCG"  # "" for no transfer study
     transfer_variants: tuple[str, ...] = ("pc1_p75", "centroid_p75")
@@ -202,9 +205,13 @@ class SweepConfig:
         _check_unique_values(self)
 
     def config(self) -> dict[str, Any]:
-        """The settings that define the results (``allow_large`` lifts a bound, so it is left out)."""
+        """The settings that define the results (``allow_large`` lifts a bound, so it is left out).
+
+        ``tie_break`` is stored only when True: run directories made before it existed behaved as
+        False, so they stay resumable with ``tie_break=False`` and are refused, not mixed, with it on.
+        """
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
-                if k != "allow_large"}
+                if k != "allow_large" and not (k == "tie_break" and not v)}
 
     def variants(self) -> list[tuple[str, int]]:
         return [(f, p) for f in self.families for p in self.percentiles]
@@ -426,10 +433,10 @@ def _calibration_factor(scores: np.ndarray, labels: np.ndarray, tau: float) -> f
 
 
 def _cascade_runs(fleet: Fleet, tau: float, n: int, runs: int, p0: float, stop_factor: float,
-                  count_seeds: str, seed: np.random.SeedSequence) -> list[dict[str, Any]]:
+                  count_seeds: str, seed: np.random.SeedSequence, tie_break: bool = False) -> list[dict[str, Any]]:
     from scarce.estimators import SubsetSimulation
 
-    problem = fleet.problem(tau)
+    problem = fleet.problem(tau, tie_break=tie_break)
     estimator = SubsetSimulation(n_samples=n, level_probability=p0, max_levels=60, stop_factor=stop_factor,
                                   count_seeds=count_seeds)
     out = []
@@ -463,7 +470,8 @@ def _cell_task(task: dict[str, Any], setup: dict[str, Any]) -> dict[str, Any]:
     reference = reference_probability(labels, eta, seed=zlib.crc32(group.encode()))
     benign_mass, harmful_mass = fleet.leakage(tau)
     runs = _cascade_runs(fleet, tau, task["n_samples"], task["n_runs"], task["level_probability"],
-                         task["stop_factor"], task["count_seeds"], np.random.SeedSequence(task["seed"]))
+                         task["stop_factor"], task["count_seeds"], np.random.SeedSequence(task["seed"]),
+                         task.get("tie_break", False))  # a task of a run made before the tie-break
     payload = {
         "kind": "cell", "stage": task["stage"], "family": family, "percentile": percentile,
         "variant": variant_name(family, percentile), "group": group, "eta": eta,
@@ -563,7 +571,8 @@ class LLMSweep:
             task = {"stage": stage, "family": family, "percentile": p, "group": group,
                     "eta": float(eta), "n_samples": n, "n_runs": cfg.n_runs,
                     "level_probability": cfg.level_probability, "stop_factor": cfg.stop_factor,
-                    "count_seeds": cfg.count_seeds, "seed": [int(x) for x in task_seed(cfg.seed, key).entropy]}
+                    "count_seeds": cfg.count_seeds, "tie_break": cfg.tie_break,
+                    "seed": [int(x) for x in task_seed(cfg.seed, key).entropy]}
             if key in cells and not _same_cell(cells[key], task):
                 first = cells[key]
                 raise ScarceError(f"two cells share the key {key!r}: {first['stage']} "

@@ -70,12 +70,16 @@ class TransferConfig:
     stop_factor: float = 0.5
     seed: int = 0
     view: str = "auto"
+    # cascade levels broken inside each fleet record (scarce.applications.llm.fleet, Ties)
+    tie_break: bool = True
 
     def __post_init__(self) -> None:
         from scarce.checks import check_choice
         from scarce.rulers import available_rulers
 
         object.__setattr__(self, "view", check_choice("view", self.view, VIEWS))
+        if not isinstance(self.tie_break, (bool, np.bool_)):
+            raise ScarceError(f"tie_break must be True or False, got {self.tie_break!r}")
 
         if len(self.styles) < 2 or len(set(self.styles)) != len(self.styles):
             raise ScarceError(f"styles must name at least two distinct attack styles, got {list(self.styles)!r}")
@@ -179,7 +183,7 @@ def _cell(fleet: Fleet, tau: float, refit: float, inherited: float, p_ref: float
                       "mean_queries": math.nan}
     estimator = SubsetSimulation(n_samples=config.n_samples, level_probability=config.level_probability,
                                  max_levels=60, stop_factor=config.stop_factor)
-    problem = fleet.problem(tau)
+    problem = fleet.problem(tau, tie_break=bool(config.tie_break))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScarceWarning)
         results = [estimator.estimate(problem, seed=child) for child in seed.spawn(config.n_runs)]
