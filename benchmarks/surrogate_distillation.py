@@ -8,7 +8,8 @@ estimate needs it: on inputs that Subset Simulation on the *target's* margin vis
 test-split seeds (held out from every fit), each labelled failed when the target's label
 differs from the seed's. It prints, per count, the AUC of the surrogate's margin for those
 failures (pooled, and within a class as the vision report gives it), the share of inputs where
-surrogate and target give the same label, the surrogate's test accuracy and its training time.
+surrogate and target agree on the verdict (failed or not), the surrogate's test accuracy and its
+training time.
 The target's margin is used only to place the evaluation inputs; no method reads it.
 
     python benchmarks/surrogate_distillation.py --counts 0,100000,300000
@@ -91,7 +92,7 @@ def main() -> None:
     failed = predict_logits(target, x_eval.reshape(-1, 28, 28), batch_size=256).argmax(axis=1) != label
     print(f"held-out inputs: {len(label):,} from {args.test_seeds} test seeds, {failed.mean():.1%} failed "
           f"(target test accuracy {accuracy(target, splits.test_images, splits.test_labels):.4f})\n")
-    print(f"{'surrogate_queries':>18} {'AUC pooled':>11} {'AUC in class':>13} {'same label':>11} "
+    print(f"{'surrogate_queries':>18} {'AUC pooled':>11} {'AUC in class':>13} {'same verdict':>13} "
           f"{'test acc.':>10} {'train s':>8}")
     for count in (int(float(c)) for c in args.counts.split(",")):
         start = time.perf_counter()
@@ -104,7 +105,7 @@ def main() -> None:
         seconds = time.perf_counter() - start
         margin = surrogate_margin(surrogate, x_eval, label)
         print(f"{count:>18,} {roc_auc_score(failed, margin):>11.3f} "
-              f"{float(stratified_auc(margin, failed, label)[1]):>13.3f} {np.mean((margin > 0) == failed):>11.3f} "
+              f"{float(stratified_auc(margin, failed, label)[1]):>13.3f} {np.mean((margin > 0) == failed):>13.3f} "
               f"{accuracy(surrogate, splits.test_images, splits.test_labels):>10.4f} {seconds:>8.0f}", flush=True)
 
 

@@ -200,9 +200,15 @@ def test_distillation_set_with_more_scales_than_copies_draws_each_copy_once(nois
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"multiples": ()}, "multiples must be positive finite factors of the scale, got \\(\\)"),
-    ({"multiples": (1.0, -2.0)}, "multiples must be positive finite"),
-    ({"multiples": (float("nan"),)}, "multiples must be positive finite"),
+    ({"multiples": ()}, "multiples must be a non-empty sequence of positive finite factors of the scale, got \\(\\)"),
+    ({"multiples": ("a",)}, "multiples must be a non-empty sequence"),
+    ({"multiples": 1.0}, "multiples must be a non-empty sequence"),
+    ({"batch_size": 0}, "batch_size"),
+    ({"scale": -0.2}, "noise='gaussian', scale=-0.2 at multiples \\[1.0\\]"),
+    ({"images": np.full((2, 28, 28), 255.0)}, r"images must be finite pixels in the noise's range \[0, 1\]; got values in \[255"),
+    ({"images": np.full((2, 28, 28), np.nan)}, r"images must be finite pixels.*got non-finite values"),
+    ({"multiples": (1.0, -2.0)}, "multiples must be a non-empty sequence of positive finite"),
+    ({"multiples": (float("nan"),)}, "multiples must be a non-empty sequence of positive finite"),
     ({"n_queries": 0}, "n_queries"),
     ({"images": np.zeros((3, 784))}, r"images must have shape \(m, height, width\) with m >= 1, got \(3, 784\)"),
     ({"target": _Stub(0, as_logits=True)}, r"one integer label per image, shape \(10,\); got float32"),
@@ -285,4 +291,7 @@ def test_surrogate_settings_belong_to_a_label_only_runs_configuration_alone():
     part = "surrogate training data (surrogate_queries)"
     assert estimate_resources(logits)["query_parts"][part] == 0
     assert estimate_resources(labels)["query_parts"][part] == 300_000
-    assert estimate_resources(labels)["memory_parts"][part] == 300_000 * 784 * 12
+    assert estimate_resources(labels)["memory_parts"][part] == (300_000 + 3500) * 784 * 20
+    # a label-only run made before the surrogate learnt from the target: the same configuration
+    before = get_preset("quick", access="labels", surrogate_queries=0, surrogate_scales=[3.0])
+    assert "surrogate_queries" not in before.config() and "surrogate_scales" not in before.config()

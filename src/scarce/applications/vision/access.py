@@ -93,17 +93,16 @@ def distillation_set(target: Any, images: np.ndarray, noise: str, scale: float, 
     -------
     (x, labels) : float32 (n_queries, height, width) and int64 (n_queries,)
     """
-    from scarce.applications.vision.noise import make_noise
     from scarce.checks import check_positive_int
     from scarce.seeding import as_generator
 
     n_queries = check_positive_int("n_queries", n_queries)
-    if not multiples or not all(np.isfinite(m) and m > 0 for m in multiples):
-        raise ScarceError(f"multiples must be positive finite factors of the scale, got {multiples!r}")
-    families = [make_noise(noise, scale * float(m)) for m in multiples]
+    batch_size = check_positive_int("batch_size", batch_size)
+    families = _noise_families(noise, scale, multiples)
     images = np.asarray(images)
     if images.ndim != 3 or len(images) == 0:
         raise ScarceError(f"images must have shape (m, height, width) with m >= 1, got {images.shape}")
+    _check_pixels(images, families[0].low, families[0].high)
     flat = images.reshape(len(images), -1).astype(np.float32)
     rng = as_generator(seed)
     source = np.resize(rng.permutation(len(flat)), n_queries)
@@ -121,6 +120,35 @@ def distillation_set(target: Any, images: np.ndarray, noise: str, scale: float, 
             x[lo + rows] = family.apply(flat[source[lo + rows]].ravel(), u[rows].reshape(1, -1)).reshape(rows.size, -1)
         labels[lo:hi] = _label_batch(target, x[lo:hi].reshape(hi - lo, 1, *images.shape[1:]))
     return x.reshape(n_queries, *images.shape[1:]), labels
+
+
+def _check_pixels(images: np.ndarray, low: float, high: float) -> None:
+    """Refuse images that are not finite numbers in the noise's range, saying what they hold."""
+    numeric = images.dtype.kind in "fiub"
+    finite = numeric and bool(np.all(np.isfinite(images)))
+    if finite and images.min() >= low and images.max() <= high:
+        return
+    held = (f"values in [{images.min():g}, {images.max():g}]" if finite
+            else "non-finite values" if numeric else f"dtype {images.dtype}")
+    raise ScarceError(f"images must be finite pixels in the noise's range [{low:g}, {high:g}]; got {held} "
+                      "(scale 0..255 images to [0, 1])")
+
+
+def _noise_families(noise: str, scale: float, multiples: Any) -> list[Any]:
+    """The run's noise at each multiple of its scale, every bad value named."""
+    from scarce.applications.vision.noise import make_noise
+
+    try:
+        factors = [float(m) for m in multiples] if not isinstance(multiples, (str, bytes)) else []
+    except (TypeError, ValueError):
+        factors = []
+    if not factors or not all(np.isfinite(m) and m > 0 for m in factors):
+        raise ScarceError(f"multiples must be a non-empty sequence of positive finite factors of the scale, "
+                          f"got {multiples!r}")
+    try:
+        return [make_noise(noise, scale * m) for m in factors]
+    except (ScarceError, TypeError) as error:
+        raise ScarceError(f"noise={noise!r}, scale={scale!r} at multiples {factors}: {error}") from None
 
 
 def _label_batch(target: Any, x: np.ndarray) -> np.ndarray:

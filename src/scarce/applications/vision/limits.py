@@ -26,6 +26,8 @@ SEED_POOL = {"embedded": 500, "mnist": 1000}
 #: Images per forward pass on CPU (:class:`~scarce.applications.vision.problem.VisionModel`).
 _FORWARD_BATCH = 256
 _FLOAT = 4
+#: Training images of the two data sources (the surrogate trains on them beside its copies).
+_TRAIN_IMAGES = {"embedded": 3500, "mnist": 60_000}
 _PIXELS = 28 * 28
 #: Latent-sized float64 arrays a Subset Simulation or AMLS level keeps alive (states, candidates,
 #: transformed inputs, proposals and their scratch copies).
@@ -89,8 +91,9 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
         "AMLS levels (methods.amls_samples)": int(m.amls_samples) * latent,
         "harvested features (n_train_seeds x harvest_max_queries)":
             harvest_seeds * int(preset.harvest_max_queries) * feature_width * 8,
-        # the perturbed copies, their concatenation with the training set and its tensor
-        "surrogate training data (surrogate_queries)": distill * _PIXELS * 3 * _FLOAT,
+        # the copies, their concatenation with the training set, its tensor and the finiteness check
+        "surrogate training data (surrogate_queries)":
+            (distill + _TRAIN_IMAGES.get(preset.data, 60_000)) * _PIXELS * 5 * _FLOAT if distill else 0,
     }
     return {"memory": sum(memory.values()), "queries": sum(queries.values()), "memory_parts": memory,
             "query_parts": queries, "parameters": net["parameters"]}

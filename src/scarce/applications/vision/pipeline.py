@@ -191,6 +191,7 @@ def _surrogate(preset: Any, splits: Any, config: Any, classifier: Any, cache: Pa
             f"the target ({len(y)} offline label queries; noise {preset.noise} at "
             f"{', '.join(f'{m:g}' for m in preset.surrogate_scales)} x {preset.scale:g})")
         images, labels = np.concatenate([images.astype(np.float32), x]), np.concatenate([labels, y])
+        del x, y  # not held while the network trains on their concatenation
     surrogate_config = replace(config, seed=config.seed + 1)
     surrogate = train_classifier(images, labels, surrogate_config, cache_dir=cache)
     log(f"surrogate (label-only access): test accuracy "

@@ -143,14 +143,15 @@ class VisionPreset:
         behaviour those runs had, so they stay resumable: ``conditioning`` when not ``"none"``,
         ``n_runs``, ``truth_samples``, ``min_truth_failures`` and ``access`` when not at their
         defaults. The surrogate's settings are stored only under label-only access, the one
-        access that trains a surrogate.
+        access that trains a surrogate, and only when it learns from the target's answers
+        (``surrogate_queries > 0``): label-only runs made before trained it on the training set alone.
         """
         data = asdict(self)
         data.pop("allow_large")
         data["rulers"] = list(self.rulers)
         data["feature_rulers"] = list(self.feature_rulers)
         data["surrogate_scales"] = list(self.surrogate_scales)
-        if self.access != "labels":
+        if self.access != "labels" or self.surrogate_queries == 0:  # no surrogate, or the one before these settings
             data.pop("surrogate_queries")
             data.pop("surrogate_scales")
         for name, default in _LATER_FIELDS.items():
