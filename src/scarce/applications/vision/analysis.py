@@ -126,10 +126,11 @@ def _access_line(preset: Any, info: dict[str, Any]) -> str:
     if preset.access != "labels":
         return "logits"
     queries = int(info.get("surrogate_queries", 0))
-    taught = (f"trained on the training set and on {queries:,} perturbed training images labelled by the target "
-              "(offline queries)" if queries else "trained on the training set")
-    return (f"labels only: rulers read a surrogate network's embedding ({taught}; test accuracy "
-            f"{info['surrogate_test_accuracy']:.4f}); no margin, so no margin Subset Simulation or AMLS")
+    taught = (f"the training set and {queries:,} perturbed training images labelled by the target, offline"
+              if queries else "the training set")
+    return (f"labels only: rulers read a surrogate network's embedding; the surrogate learnt from {taught}, "
+            f"test accuracy {info['surrogate_test_accuracy']:.4f}; no margin, so no margin Subset Simulation "
+            "or AMLS")
 
 
 def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
