@@ -101,6 +101,7 @@ def test_cli_access_labels_runs_the_tiny_protocol_without_the_margin(tmp_path):
     text = (run_dir / "report" / "report.md").read_text()
     assert "labels only: rulers read a surrogate network's embedding" in text
     assert "learnt from the training set and 2,000 perturbed training images labelled by the target" in text
+
     assert "MC RMS rel. err, same queries" in text
     # a second classifier, the surrogate, was trained and cached beside the target
     assert len(list((run_dir / "cache").glob("*.safetensors"))) >= 3  # target, surrogate, head

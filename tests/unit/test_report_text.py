@@ -42,3 +42,19 @@ def test_failed_tasks_are_named_in_the_report_context():
     context = report_context(preset, info, outcome)
     assert context["task errors"] == 1
     assert context["failed tasks"] == "eval-00001-amls-r0 (RuntimeError: model exploded)"
+
+
+def test_the_report_gives_each_rulers_held_out_separation_beside_its_training_separation():
+    from types import SimpleNamespace
+
+    from scarce.applications.vision.analysis import report_context
+
+    preset = SimpleNamespace(name="tiny", noise="gaussian", scale=0.2, access="logits", conditioning="",
+                             truth_samples=0, min_truth_failures=0, n_runs=1,
+                             methods=SimpleNamespace(smc_samples=1000, ss_samples=500, level_probability=0.1))
+    info = {"data": "d", "test_accuracy": 0.9, "ruler_auc_heldout": {"centroid": 0.7, "boundary": 0.95},
+            "ruler_auc_train": {"centroid": 0.97, "boundary": 0.99}}
+    outcome = {"eval_seeds": [1], "screen_seeds": [2], "top_rulers": ["centroid"], "errors": {}}
+    context = report_context(preset, info, outcome)
+    line = context["ruler separation on held-out seeds (in brackets: on the training seeds; AUC within a class)"]
+    assert line == "boundary 0.950 (0.990), centroid 0.700 (0.970)"

@@ -121,6 +121,13 @@ def _ruler_fitting(preset: Any) -> str:
     return how + (f"; {', '.join(grouped)}: one softmax over the classes, read for the seed's class" if grouped else "")
 
 
+def _separation_line(held: dict[str, float], train: dict[str, float]) -> str:
+    """Each ruler's held-out AUC, best first, with its training-seed AUC beside it: the gap is how
+    much of the separation the ruler learnt from the seeds it was fitted on."""
+    return ", ".join(f"{k} {v:.3f}" + (f" ({train[k]:.3f})" if k in train else "")
+                     for k, v in sorted(held.items(), key=lambda kv: -kv[1]))
+
+
 def _access_line(preset: Any, info: dict[str, Any]) -> str:
     """How the classifier under test was queried and, under label-only access, what the surrogate learnt from."""
     if preset.access != "labels":
@@ -145,8 +152,8 @@ def report_context(preset: Any, info: dict[str, Any], outcome: dict[str, Any]) -
         "rulers on the penultimate features (the surrogate's with labels-only access)": ", ".join(
             r for r in getattr(preset, "rulers", ()) if r in getattr(preset, "feature_rulers", ()))
         or "none (every ruler reads the run's embedding)",
-        "ruler separation on held-out seeds (AUC within a class)": ", ".join(
-            f"{k} {v:.3f}" for k, v in sorted(held.items(), key=lambda kv: -kv[1])),
+        "ruler separation on held-out seeds (in brackets: on the training seeds; AUC within a class)":
+            _separation_line(held, info.get("ruler_auc_train", {})),
     }
     if info.get("ruler_auc_heldout_pooled"):
         pooled = info["ruler_auc_heldout_pooled"]
