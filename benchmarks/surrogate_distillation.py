@@ -22,6 +22,7 @@ import argparse
 import time
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -75,10 +76,9 @@ def main() -> None:
     import torch
     from sklearn.metrics import roc_auc_score
 
-    from scarce.applications.vision.access import LabelOracle, distillation_set
     from scarce.applications.vision.classifier import ClassifierConfig, accuracy, predict_logits, train_classifier
     from scarce.applications.vision.noise import make_noise
-    from scarce.applications.vision.pipeline import _SURROGATE_STREAM
+    from scarce.applications.vision.pipeline import _surrogate
     from scarce.applications.vision.protocol import get_preset
     from scarce.datasets import load_mnist
     from scarce.rulers.conditioned import stratified_auc
@@ -95,13 +95,9 @@ def main() -> None:
     print(f"{'surrogate_queries':>18} {'AUC pooled':>11} {'AUC in class':>13} {'same verdict':>13} "
           f"{'test acc.':>10} {'train s':>8}")
     for count in (int(float(c)) for c in args.counts.split(",")):
-        start = time.perf_counter()
-        images, labels = splits.train_images, splits.train_labels
-        if count:
-            x, y = distillation_set(LabelOracle(target), images, preset.noise, preset.scale, preset.surrogate_scales,
-                                    count, seed=np.random.SeedSequence([preset.seed, _SURROGATE_STREAM]))
-            images, labels = np.concatenate([images.astype(np.float32), x]), np.concatenate([labels, y])
-        surrogate = train_classifier(images, labels, replace(config, seed=config.seed + 1), cache_dir=args.cache)
+        start = time.perf_counter()  # the surrogate exactly as a label-only run builds it
+        surrogate = _surrogate(replace(preset, surrogate_queries=count), splits, config, target, Path(args.cache),
+                               lambda *_: None)
         seconds = time.perf_counter() - start
         margin = surrogate_margin(surrogate, x_eval, label)
         print(f"{count:>18,} {roc_auc_score(failed, margin):>11.3f} "

@@ -201,15 +201,15 @@ def test_distillation_set_with_more_scales_than_copies_draws_each_copy_once(nois
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"multiples": ()}, "multiples must be a non-empty sequence of positive finite factors of the scale, got \\(\\)"),
-    ({"multiples": ("a",)}, "multiples must be a non-empty sequence"),
-    ({"multiples": 1.0}, "multiples must be a non-empty sequence"),
+    ({"multiples": ()}, "multiples must be a non-empty list of positive finite numbers \\(factors of the noise scale\\), got \\(\\)"),
+    ({"multiples": ("a",)}, "multiples must be a non-empty list"),
+    ({"multiples": 1.0}, "multiples must be a non-empty list"),
     ({"batch_size": 0}, "batch_size"),
     ({"scale": -0.2}, "noise='gaussian', scale=-0.2 at multiples \\[1.0\\]"),
     ({"images": np.full((2, 28, 28), 255.0)}, r"images must be finite pixels in the noise's range \[0, 1\]; got values in \[255"),
     ({"images": np.full((2, 28, 28), np.nan)}, r"images must be finite pixels.*got non-finite values"),
-    ({"multiples": (1.0, -2.0)}, "multiples must be a non-empty sequence of positive finite"),
-    ({"multiples": (float("nan"),)}, "multiples must be a non-empty sequence of positive finite"),
+    ({"multiples": (1.0, -2.0)}, "multiples must be a non-empty list of positive finite numbers"),
+    ({"multiples": (float("nan"),)}, "multiples must be a non-empty list of positive finite numbers"),
     ({"n_queries": 0}, "n_queries"),
     ({"images": np.zeros((3, 784))}, r"images must have shape \(m, height, width\) with m >= 1, got \(3, 784\)"),
     ({"target": _Stub(0, as_logits=True)}, r"one integer label per image, shape \(10,\); got float32"),
@@ -260,7 +260,7 @@ def replace_queries(preset, n):
 
 
 @pytest.mark.parametrize(("setting", "message"), [
-    (["surrogate_scales=1,-1"], "surrogate_scales must be a non-empty list of positive finite numbers"),
+    (["surrogate_scales=1,-1"], "surrogate_scales must be a non-empty list of positive finite numbers \\(factors of the noise scale\\)"),
     (["surrogate_scales=nan"], "surrogate_scales takes a value like 1.0,1.5,2.0,2.5"),
     (["surrogate_queries=-1"], "surrogate_queries"),
     (["surrogate_queries=1e9", "access=labels"], "surrogate training data \\(surrogate_queries\\).*allow_large"),
@@ -276,7 +276,7 @@ def test_surrogate_settings_are_checked_by_name(setting, message):
 def test_surrogate_scales_given_in_python_are_checked_too(scales):
     from scarce.applications.vision.protocol import get_preset
 
-    with pytest.raises(ScarceError, match="surrogate_scales must be a non-empty list of positive finite numbers"):
+    with pytest.raises(ScarceError, match="surrogate_scales must be a non-empty list of positive finite numbers \\(factors of the noise scale\\)"):
         get_preset("quick", surrogate_scales=scales)
 
 

@@ -149,11 +149,7 @@ class Fleet:
         ``u`` has shape (n, 1) or (n,); the record of ``u`` is the first (highest-scoring) one
         whose cumulative weight reaches ``Phi(-u)``.
         """
-        from scipy.special import ndtr
-
-        tail = ndtr(-np.asarray(u, dtype=float).reshape(-1))
-        index = np.searchsorted(self.cumulative, tail, side="left")
-        return np.minimum(index, self.n_records - 1)
+        return self._locate(u)[1]
 
     def places(self, u: NDArray[np.float64]) -> NDArray[np.float64]:
         """The sampler with each point's place inside its record: rows ``(position, f)``.
@@ -161,15 +157,19 @@ class Fleet:
         ``position`` is :meth:`records`' record (as a float) and ``f`` in ``[0, 1)`` how far up
         the record's interval of ``u`` the point lies (0 at its lower edge).
         """
-        from scipy.special import ndtr
-
-        tail = ndtr(-np.asarray(u, dtype=float).reshape(-1))
-        index = np.minimum(np.searchsorted(self.cumulative, tail, side="left"), self.n_records - 1)
+        tail, index = self._locate(u)
         share = self.weights[index] / self.weights.sum()
         with np.errstate(divide="ignore", invalid="ignore"):  # a record of weight 0 (eta = 1): its lower edge
             inside = np.where(share > 0, (self.cumulative[index] - tail) / share, 0.0)
         inside = np.clip(inside, 0.0, np.nextafter(1.0, 0.0))
         return np.column_stack([index.astype(float), inside])
+
+    def _locate(self, u: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+        """The upper tail mass ``Phi(-u)`` of each point and the position of the record it picks."""
+        from scipy.special import ndtr
+
+        tail = ndtr(-np.asarray(u, dtype=float).reshape(-1))
+        return tail, np.minimum(np.searchsorted(self.cumulative, tail, side="left"), self.n_records - 1)
 
     def evaluate_records(self, index: NDArray[np.intp], threshold: float
                          ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:

@@ -37,7 +37,7 @@ from scarce.applications.vision.problem import ForwardOutputs, ForwardTimer, Vis
 from scarce.errors import ScarceError
 from scarce.seeding import SeedLike
 
-__all__ = ["ACCESS_MODES", "LabelOnlyModel", "LabelOracle", "distillation_set"]
+__all__ = ["ACCESS_MODES", "LabelOnlyModel", "LabelOracle", "distillation_set", "positive_factors"]
 
 #: How the classifier under test may be queried: its logits, or only its labels.
 ACCESS_MODES = ("logits", "labels")
@@ -134,33 +134,48 @@ def _check_pixels(images: np.ndarray, low: float, high: float) -> None:
                       "(scale 0..255 images to [0, 1])")
 
 
+def positive_factors(name: str, values: Any) -> tuple[float, ...]:
+    """``values`` as a tuple of floats, or a ScarceError naming ``name`` unless it is a non-empty
+    sequence of positive finite numbers (the multiples of a noise scale)."""
+    try:
+        factors = tuple(float(v) for v in values) if not isinstance(values, (str, bytes)) else ()
+    except (TypeError, ValueError):
+        factors = ()
+    if not factors or not all(np.isfinite(v) and v > 0 for v in factors):
+        raise ScarceError(f"{name} must be a non-empty list of positive finite numbers (factors of the noise "
+                          f"scale), got {values!r}")
+    return factors
+
+
 def _noise_families(noise: str, scale: float, multiples: Any) -> list[Any]:
     """The run's noise at each multiple of its scale, every bad value named."""
     from scarce.applications.vision.noise import make_noise
 
-    try:
-        factors = [float(m) for m in multiples] if not isinstance(multiples, (str, bytes)) else []
-    except (TypeError, ValueError):
-        factors = []
-    if not factors or not all(np.isfinite(m) and m > 0 for m in factors):
-        raise ScarceError(f"multiples must be a non-empty sequence of positive finite factors of the scale, "
-                          f"got {multiples!r}")
+    factors = positive_factors("multiples", multiples)
     try:
         return [make_noise(noise, scale * m) for m in factors]
     except (ScarceError, TypeError) as error:
-        raise ScarceError(f"noise={noise!r}, scale={scale!r} at multiples {factors}: {error}") from None
+        raise ScarceError(f"noise={noise!r}, scale={scale!r} at multiples {list(factors)}: {error}") from None
 
 
 def _label_batch(target: Any, x: np.ndarray) -> np.ndarray:
     """The target's labels for a batch of shape (n, 1, height, width), checked to be labels."""
     import torch
 
-    answer = target.predict_labels(torch.from_numpy(np.ascontiguousarray(x)))
-    answer = answer.cpu().numpy() if hasattr(answer, "cpu") else np.asarray(answer)
-    if answer.shape != (x.shape[0],) or answer.dtype.kind not in "iu":
-        raise ScarceError(f"target.predict_labels must return one integer label per image, shape ({x.shape[0]},); "
-                          f"got {answer.dtype} of shape {answer.shape}")
-    return answer.astype(np.int64)
+    return _checked_labels([target.predict_labels(torch.from_numpy(np.ascontiguousarray(x)))], x.shape[0])
+
+
+def _checked_labels(answers: list[Any], n: int, n_classes: int | None = None) -> np.ndarray:
+    """The target's answers for ``n`` images (tensors or arrays, one per batch) as int64 labels,
+    refused unless they are one integer per image (in ``0..n_classes - 1`` when given)."""
+    labels = np.concatenate([a.cpu().numpy() if hasattr(a, "cpu") else np.asarray(a) for a in answers])
+    if labels.shape != (n,) or labels.dtype.kind not in "iu":
+        raise ScarceError(
+            f"target.predict_labels must return one integer label per image, shape ({n},); got "
+            f"{labels.dtype} of shape {labels.shape}" + (" (logits? use access='logits')" if labels.ndim == 2 else ""))
+    if n_classes is not None and labels.size and (labels.min() < 0 or labels.max() >= n_classes):
+        raise ScarceError(f"target.predict_labels returned labels outside 0..{n_classes - 1}")
+    return labels.astype(np.int64, copy=False)
 
 
 @dataclass
@@ -226,17 +241,8 @@ class LabelOnlyModel:
         out = []
         for lo in range(0, x.shape[0], self.encoder.batch_size):
             batch = torch.from_numpy(np.ascontiguousarray(x[lo:lo + self.encoder.batch_size], dtype=np.float32))
-            answer = self.target.predict_labels(batch.to(self.device).reshape(-1, *self.image_shape))
-            answer = answer.cpu().numpy() if hasattr(answer, "cpu") else np.asarray(answer)
-            out.append(answer)
-        labels = np.concatenate(out)
-        if labels.shape != (x.shape[0],) or labels.dtype.kind not in "iu":
-            raise ScarceError(
-                f"target.predict_labels must return one integer label per image, shape ({x.shape[0]},); got "
-                f"{labels.dtype} of shape {labels.shape}" + (" (logits? use access='logits')" if labels.ndim == 2 else ""))
-        if labels.size and (labels.min() < 0 or labels.max() >= self.n_classes):
-            raise ScarceError(f"target.predict_labels returned labels outside 0..{self.n_classes - 1}")
-        return labels.astype(np.int64, copy=False)
+            out.append(self.target.predict_labels(batch.to(self.device).reshape(-1, *self.image_shape)))
+        return _checked_labels(out, x.shape[0], self.n_classes)
 
     def query_labels(self, x: np.ndarray) -> np.ndarray:
         """The target's labels alone (no surrogate pass), timed and counted as forward passes."""

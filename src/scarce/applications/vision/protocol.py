@@ -131,7 +131,9 @@ class VisionPreset:
         if not isinstance(self.methods, MethodSettings):
             raise ScarceError(f"methods must be a MethodSettings, got {type(self.methods).__name__}")
         object.__setattr__(self, "classifier", _check_classifier(self.classifier))
-        object.__setattr__(self, "surrogate_scales", _check_multiples("surrogate_scales", self.surrogate_scales))
+        from scarce.applications.vision.access import positive_factors
+
+        object.__setattr__(self, "surrogate_scales", positive_factors("surrogate_scales", self.surrogate_scales))
         from scarce.applications.vision.limits import check_resources
 
         check_resources(self)
@@ -169,18 +171,6 @@ _LATER_FIELDS = {"conditioning": "none", "n_runs": 1, "truth_samples": 0, "min_t
 _PRESET_INTS = {"n_candidates": 1, "n_screen": 1, "n_eval": 1, "n_runs": 1, "top_k": 1, "n_train_seeds": 1,
                 "harvest_samples": 10, "harvest_max_queries": 1, "seed": 0, "truth_samples": 0,
                 "min_truth_failures": 0, "surrogate_queries": 0}
-
-
-def _check_multiples(name: str, values: Any) -> tuple[float, ...]:
-    """A non-empty sequence of positive finite numbers, as a tuple of floats."""
-    ok = not isinstance(values, (str, bytes)) and hasattr(values, "__len__") and len(values) > 0
-    try:
-        out = tuple(float(v) for v in values) if ok else ()
-    except (TypeError, ValueError):
-        out = ()
-    if not out or not all(np.isfinite(v) and v > 0 for v in out):
-        raise ScarceError(f"{name} must be a non-empty list of positive finite numbers, got {values!r}")
-    return out
 
 
 def _check_sizes(preset: VisionPreset) -> None:
