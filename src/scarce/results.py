@@ -198,36 +198,52 @@ class EstimateResult:
 
     @property
     def thin_evidence(self) -> bool:
-        """True when a Markov-chain run's failures descend from too few chains to measure its error.
+        """True when a Markov-chain run's error cannot be measured from its own spread (:attr:`thin_evidence_reason`).
 
-        The chains are counted at the first level whose population held a failure (the origin
-        level), and only when that level had at least :data:`THIN_EVIDENCE_MIN_CHAINS` of them
-        (with fewer, a good score's failures also sit in one or two chains, so the count tells
-        nothing).  The run is flagged when its failures descend from
+        :meth:`ci` of a flagged run falls back on what the first level's independent draws support.
+        """
+        return self.thin_evidence_reason is not None
+
+    @property
+    def thin_evidence_reason(self) -> str | None:
+        """Why the evidence is thin: ``"lineages"``, ``"order"`` or None.
+
+        ``"lineages"``: the failures descend from too few chains, counted at the first level whose
+        population held a failure (the origin level), and only when that level had at least
+        :data:`THIN_EVIDENCE_MIN_CHAINS` chains (with fewer, a good score's failures also sit in
+        one or two chains, so the count tells nothing). The run is flagged when its failures
+        descend from
 
         * one or two chains, whatever the origin level: one draw stumbled into the failure set
           (by chance, under a misleading score) and its copies fill the last levels; or
         * fewer than :data:`THIN_EVIDENCE_CHAIN_FRACTION` of the origin level's chains, when
-          that level is a Markov-chain level (``failure_origin_level >= 1``).  A score that
-          leads to the failure brings a level's chains to the failure boundary together, and
-          the failures then appear in many of them.  A weak score reaches the failure through
-          a few chains that wandered into a pocket of it; how many do so from one run to the
-          next is heavy-tailed (most runs find too few, a rare run many), and that spread
-          lives in the levels before the failures appeared, out of reach of the run's own
-          genealogy: its CoV falls short of the spread across runs by a factor of 2-3.
-          Failures first seen among level 0's independent draws carry no such selection:
-          their count is binomial, and the ``t`` interval of :meth:`ci` covers it.
+          that level is a Markov-chain level.  A score that leads to the failure brings a
+          level's chains to the failure boundary together, and the failures then appear in many
+          of them.
 
-        :meth:`ci` of a flagged run falls back on what the independent first-level draws support.
+        ``"order"``: the failures first appeared in Markov chains (origin level >= 1), and some
+        failure the chains found scored below the boundary of the level it was found in, so the
+        score does not order the failure set: the set reaches below the levels, so the levels
+        before the origin could hold failures that their chains did not find.  How many a run
+        misses there, and how much each would have weighed (a failure found one level earlier
+        counts ``1 / p0`` times more), varies from run to run far more than any one run's
+        genealogy shows, and the reported CoV falls well short of the spread across runs (the
+        documentation's engine benchmark page measures it on a weak score).  Where the failures
+        first appeared among level 0's independent draws, there was no earlier level to miss
+        them in, and their count is binomial.
         """
-        lineages = self.info.get("failure_lineages")
-        chains = self.info.get("failure_origin_chains", 0)
-        if not (self.reached_failure and lineages is not None and len(self.levels) > 2
-                and lineages > 0 and chains >= THIN_EVIDENCE_MIN_CHAINS):
-            return False
-        if lineages <= 2:
-            return True
-        return self.info.get("failure_origin_level", 0) >= 1 and lineages < THIN_EVIDENCE_CHAIN_FRACTION * chains
+        info = self.info
+        if not (self.reached_failure and len(self.levels) > 2):
+            return None
+        lineages = info.get("failure_lineages")
+        chains = info.get("failure_origin_chains", 0)
+        origin = info.get("failure_origin_level", 0)
+        if lineages is not None and lineages > 0 and chains >= THIN_EVIDENCE_MIN_CHAINS and (
+                lineages <= 2 or (origin >= 1 and lineages < THIN_EVIDENCE_CHAIN_FRACTION * chains)):
+            return "lineages"
+        if origin >= 1 and info.get("failures_below_boundary", 0) > 0:
+            return "order"
+        return None
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -244,9 +260,14 @@ class EstimateResult:
         if self.reached_failure and self.probability > 0 and math.isinf(self.cov):
             out.append("error not measured (CoV infinite, e.g. replicas that agree exactly): the interval "
                        "falls back on the first level's independent draws")
-        if self.thin_evidence:
+        reason = self.thin_evidence_reason
+        if reason == "lineages":
             out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} of "
                        f"{self.info['failure_origin_chains']} chains")
+        elif reason == "order":
+            out.append(f"thin evidence: the score does not order the failures ({self.info['failures_below_boundary']} "
+                       f"of the {self.info['failures_found']} the chains found scored below their level's boundary; "
+                       f"the first appeared at level {self.info['failure_origin_level']})")
         if self.reached_failure and self.n_failed == 0 and not self.levels[1:]:
             out.append(f"no failure in {self.n_samples:,} samples: P <= {3.0 / self.n_samples:.3g} at 95% "
                        f"(rule of three; the interval is the exact Clopper-Pearson one)")
@@ -280,7 +301,9 @@ class EstimateResult:
           bounds ``P_f`` too, but its estimate is only as good as the chains' exploration: a
           score that leads away from the failure drives it far below ``P_f``.
         * A run with :attr:`thin_evidence`: ``[0, u]`` with ``u`` the larger of the log-normal
-          upper bound and the first level's Clopper-Pearson upper bound.
+          upper bound and the first level's Clopper-Pearson upper bound: the independent draws are
+          the only evidence about ``P_f`` that does not rest on the chains having found the
+          failures.
         * Otherwise: log-normal with the estimated CoV, its upper end capped at 1.  When the
           run records how many chains its failures descend from (counted at the first level
           that held a failure), the quantile is Student's ``t`` with ``G_eff - 1`` degrees of

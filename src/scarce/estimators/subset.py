@@ -332,22 +332,28 @@ class SubsetSimulation(Estimator):
                 "failure_origin_chains": run.origin_chains,
                 "failure_origin_level": run.origin_level,
                 "failure_lineages_effective": run.effective_lineages,
+                "failures_found": run.failures_found,
+                "failures_below_boundary": run.failures_below,
             },
         )
         if out.thin_evidence:
-            _warn_thin(run)
+            _warn_thin(run, out.thin_evidence_reason)
         return out
 
 
-def _warn_thin(run: _Run) -> None:
-    warnings.warn(
-        f"the failures of the last level descend from {run.failure_lineages} of the {run.origin_chains} "
-        f"chain(s) of level {run.origin_level}, the first that held one: the estimate rests on a few lucky "
-        "chains, not on a score that led the chains to the failure, and its error cannot be measured from "
-        "this run; its interval falls back on the first level's independent draws",
-        ThinEvidenceWarning,
-        stacklevel=3,
-    )
+def _warn_thin(run: _Run, reason: str | None) -> None:
+    if reason == "order":
+        why = (f"{run.failures_below} of the {run.failures_found} failures the chains found scored below the "
+               f"boundary of their level, and the first appeared at level {run.origin_level}: the score does not "
+               "order the failure set, so the earlier levels held failures their chains did not find, and how many "
+               "a run misses cannot be measured from it")
+    else:
+        why = (f"the failures of the last level descend from {run.failure_lineages} of the {run.origin_chains} "
+               f"chain(s) of level {run.origin_level}, the first that held one: the estimate rests on a few lucky "
+               "chains, not on a score that led the chains to the failure, and its error cannot be measured from "
+               "this run")
+    warnings.warn(why + "; its interval falls back on the first level's independent draws", ThinEvidenceWarning,
+                  stacklevel=3)
 
 
 def _stall_message(level: int, population: Population) -> str:
@@ -392,6 +398,10 @@ class _Run:
         self.first_level_correction = 0.0
         # per level: (residual hits per chain, parent chain per chain or None, level probability)
         self.lineage: list[tuple[np.ndarray, np.ndarray | None, float]] = []
+        # the boundary of the level being populated, and the failures the chains found there:
+        # all of them, and those whose own score lies below that boundary (_count_failures)
+        self.boundary = -math.inf
+        self.failures_found = self.failures_below = 0
 
     def _record_lineage(self, population: Population, indicator: np.ndarray, probability: float) -> None:
         hits = np.where(population.mask, indicator, False).sum(axis=1)
@@ -403,8 +413,23 @@ class _Run:
         return self.counted.n_queries
 
     def evaluate(self, u: np.ndarray, step: int) -> np.ndarray:
-        """Effective scores of one batch (one model call, counted)."""
-        return self.counted.effective(u, f"at level {self.level_index}" + (f", MCMC step {step}" if step else ""))
+        """Effective scores of one batch (one model call, counted): ``+inf`` where the point failed."""
+        score, failed = self.counted(u, f"at level {self.level_index}" + (f", MCMC step {step}" if step else ""))
+        if self.level_index > 0:
+            self._count_failures(score, failed)
+        return np.where(failed, np.inf, score)
+
+    def _count_failures(self, score: np.ndarray, failed: np.ndarray) -> None:
+        """Count the failures a Markov-chain level found, and those its boundary alone would have refused.
+
+        A failure whose own score lies below the boundary of the level its chain moves in is in that
+        level only as the exact terminal event: the score does not order the failure set (it reaches
+        below the levels), so earlier levels could have held failures that their chains did not find.
+        """
+        found = np.asarray(failed, dtype=bool)
+        if found.any():
+            self.failures_found += int(np.count_nonzero(found))
+            self.failures_below += int(np.count_nonzero(np.asarray(score)[found] < self.boundary))
 
     def _first_level(self) -> _Level:
         """Level 0: ``N`` independent (or Latin-hypercube) draws, evaluated in one call."""
@@ -571,6 +596,7 @@ class _Run:
         flat_s, flat_k = level.population.flat_scores(), level.population.flat_keys()
         pick = np.flatnonzero(choice.contains(flat_s, flat_k))
         self.level_index += 1
+        self.boundary = choice.threshold
         population, stats = run_chains(
             self.kernel, level.population.take_u(pick), flat_s[pick], choice.threshold, self.n_samples, scale, self.evaluate,
             self.rng, seeds_parent=level.population.chain_of_flat()[pick], count_seeds=self._counts_seeds(level.population),
