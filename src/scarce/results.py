@@ -312,7 +312,10 @@ class EstimateResult:
           CoV (with ``cov_depth > 0``, the default) is a cluster-robust variance over lineages; when a few of them hold most
           failures it rests on those few, and its degrees of freedom follow the effective
           number of clusters, not their count (the small-sample correction of Bell and
-          McCaffrey 2002; Imbens and Kolesar 2016).
+          McCaffrey 2002; Imbens and Kolesar 2016). Where the failures first appeared in a
+          Markov-chain level, part of the variance comes from the levels before it, measured on
+          about ``N p0`` chains each; Subset Simulation then states Satterthwaite's combination
+          of the two parts in ``info["cov_degrees_of_freedom"]``, and that is used.
         """
         from scarce.checks import check_in_interval
 
@@ -339,8 +342,9 @@ class EstimateResult:
     def _degrees_of_freedom(self) -> float | None:
         """``G_eff - 1`` (at least 1) for the interval's ``t`` quantile; None without a lineage count.
 
-        An estimator whose CoV comes from a few independent replicas states its degrees of freedom
-        itself (``info["cov_degrees_of_freedom"]``, ``R - 1``), and those are used.
+        An estimator that states its degrees of freedom (``info["cov_degrees_of_freedom"]``: ``R - 1``
+        for a CoV from ``R`` independent replicas; Satterthwaite's for a Subset Simulation run whose
+        failures appeared in chains) has those used.
         """
         stated = self.info.get("cov_degrees_of_freedom")
         if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated >= 1:

@@ -241,7 +241,27 @@ def test_jumps_are_unbiased_at_n_500_with_the_boundary_one_sample_below_the_seed
     results = runs(lambda s: problem(lambda u: u[:, 0] + (u[:, 0] > 2.0), lambda u: u[:, 0] >= 3.5), 400)
     assert all(r.reached_failure for r in results)
     assert abs(z_score(results, truth)) < 3
-    assert 0.93 <= coverage(results, truth) <= 0.99
+    assert 0.93 <= coverage(results, truth) <= 0.97
+
+
+def test_interval_degrees_of_freedom_combine_the_score_levels_with_the_failure_lineages():
+    """Plain problem, N = 500: ``t`` on ``G_eff - 1`` alone covered 0.978 over 1,000 runs (1.5
+    standard errors above 0.97), though most of the variance came from the levels before the
+    failures, measured on about ``N p0`` chains a level. Satterthwaite's combination of the two
+    parts brings the coverage inside 0.93-0.97 with the same CoV."""
+    truth = norm.sf(3.5)
+    results = runs(lambda s: problem(lambda u: u[:, 0], lambda u: u[:, 0] >= 3.5), 400)
+    combined = []
+    for r in results:
+        df, lineages = r.info["cov_degrees_of_freedom"], max(r.info["failure_lineages_effective"] - 1, 1)
+        if r.info["failure_origin_level"] == 0:
+            assert df is None
+        else:  # Satterthwaite lies between the smaller part's degrees of freedom and their sum
+            assert lineages - 1e-9 <= df <= lineages + (N * 0.1 - 1) + 1e-9
+            combined.append(df / lineages)
+    # origin level 1: little variance before it, G_eff - 1 stays; origin 2: the score levels weigh in
+    assert len(combined) > 300 and np.mean(np.array(combined) > 1.5) > 0.3
+    assert 0.93 <= coverage(results, truth) <= 0.97
 
 
 def test_one_dimensional_score_in_two_dimensions_reports_its_cov_from_the_latin_hypercube():

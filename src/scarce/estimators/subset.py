@@ -334,6 +334,7 @@ class SubsetSimulation(Estimator):
                 "failure_lineages_effective": run.effective_lineages,
                 "failures_found": run.failures_found,
                 "failures_below_boundary": run.failures_below,
+                "cov_degrees_of_freedom": run.degrees_of_freedom,
             },
         )
         if out.thin_evidence:
@@ -556,6 +557,7 @@ class _Run:
             depth = max(cfg.cov_depth, len(self.lineage) - 1 - self.origin_level)
             cov = math.sqrt(max(lineage_variance(self.lineage, n, depth) + self.first_level_correction, 0.0))
         self.failure_lineages, self.effective_lineages = self._failure_lineages(last) if n_failed else (0, 0.0)
+        self.degrees_of_freedom = self._degrees_of_freedom(cov * cov) if converged and math.isfinite(cov) else None
         return {
             "probability": probability,
             "cov": cov,
@@ -566,6 +568,30 @@ class _Run:
             "levels": tuple(self.diagnostics),
             "wall_time": time.perf_counter() - start,
         }
+
+    def _degrees_of_freedom(self, variance: float) -> float | None:
+        """Satterthwaite's degrees of freedom of the reported variance; None leaves the result's rule.
+
+        The variance has two parts. The levels before the origin level (the first whose
+        population held a failure) measure the score's own levels: their part is a sum over
+        about ``N p0`` independent chains a level, ``N p0 - 1`` degrees of freedom. From the
+        origin on, it rests on the failures' lineages, ``G_eff - 1`` degrees of freedom
+        (:meth:`scarce.results.EstimateResult.ci`). Satterthwaite (1946) combines them:
+        ``nu = V^2 / (V_b^2 / nu_b + V_a^2 / nu_a)``. A run whose failures appeared at level 0
+        has only the second part, and keeps ``G_eff - 1``.
+        """
+        k, cfg = self.origin_level, self.config
+        if k < 1 or self.effective_lineages <= 0 or not variance > 0.0 or len(self.lineage) < k:
+            return None
+        if cfg.cov_depth > 0:
+            before = lineage_variance(self.lineage[:k], self.n_samples, cfg.cov_depth) + self.first_level_correction
+        else:
+            before = sum(c * c for c in self.level_covs[:k])
+        before = min(max(before, 0.0), variance)
+        after = variance - before
+        chains = max(round(self.n_samples * cfg.level_probability) - 1.0, 1.0)
+        lineages = max(self.effective_lineages - 1.0, 1.0)
+        return variance * variance / (before * before / chains + after * after / lineages)
 
     def _failure_lineages(self, population: Population) -> tuple[int, float]:
         """Chains of the first level that held a failure that the last failures descend from.
