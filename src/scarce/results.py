@@ -232,16 +232,15 @@ class EstimateResult:
         first appeared among level 0's independent draws, there was no earlier level to miss
         them in, and their count is binomial.
         """
-        info = self.info
         if not (self.reached_failure and len(self.levels) > 2):
             return None
-        lineages = info.get("failure_lineages")
-        chains = info.get("failure_origin_chains", 0)
-        origin = info.get("failure_origin_level", 0)
+        lineages = _count(self.info, "failure_lineages")
+        chains = _count(self.info, "failure_origin_chains") or 0.0
+        origin = _count(self.info, "failure_origin_level") or 0.0
         if lineages is not None and lineages > 0 and chains >= THIN_EVIDENCE_MIN_CHAINS and (
                 lineages <= 2 or (origin >= 1 and lineages < THIN_EVIDENCE_CHAIN_FRACTION * chains)):
             return "lineages"
-        if origin >= 1 and info.get("failures_below_boundary", 0) > 0:
+        if origin >= 1 and (_count(self.info, "failures_below_boundary") or 0.0) > 0:
             return "order"
         return None
 
@@ -266,8 +265,8 @@ class EstimateResult:
                        f"{self.info['failure_origin_chains']} chains")
         elif reason == "order":
             out.append(f"thin evidence: the score does not order the failures ({self.info['failures_below_boundary']} "
-                       f"of the {self.info['failures_found']} the chains found scored below their level's boundary; "
-                       f"the first appeared at level {self.info['failure_origin_level']})")
+                       f"of the {self.info.get('failures_found', '?')} the chains found scored below their level's "
+                       f"boundary; the first appeared at level {self.info['failure_origin_level']})")
         if self.reached_failure and self.n_failed == 0 and not self.levels[1:]:
             out.append(f"no failure in {self.n_samples:,} samples: P <= {3.0 / self.n_samples:.3g} at 95% "
                        f"(rule of three; the interval is the exact Clopper-Pearson one)")
@@ -404,6 +403,18 @@ class EstimateResult:
     def from_json(cls, text: str) -> EstimateResult:
         """Inverse of :meth:`to_json` (older files with "inf"/"nan" strings read too)."""
         return cls.from_dict(json.loads(text))
+
+
+def _count(info: dict[str, Any], key: str) -> float | None:
+    """``info[key]`` as a float when it is a real, non-NaN number (not a bool); None otherwise.
+
+    Results read back from files carry whatever the file held; a count that is not a number
+    counts as absent rather than breaking the flags and the interval.
+    """
+    value = info.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return None
+    return float(value)
 
 
 def _nullify(value: Any, path: str, nonfinite: dict[str, str]) -> Any:

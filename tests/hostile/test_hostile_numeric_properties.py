@@ -637,3 +637,28 @@ def test_benchmark_problems(name, param, value):
     assert 0.0 < problem.exact_probability <= 1.0
     score, failed = problem.evaluate_latent(np.zeros((3, problem.dim)))
     assert np.isfinite(score).all()
+
+
+EVIDENCE_KEYS = ("failure_lineages", "failure_origin_chains", "failure_origin_level", "failure_lineages_effective",
+                 "failures_found", "failures_below_boundary", "cov_degrees_of_freedom")
+
+
+@hostile
+@given(values=st.fixed_dictionaries({}, optional={key: hostile_scalars for key in EVIDENCE_KEYS}),
+       cov=st.sampled_from([0.0, 0.3, 2.0, math.inf, math.nan]), n_levels=st.integers(0, 5))
+def test_a_result_read_back_with_hostile_evidence_counts_still_gives_flags_and_an_interval(values, cov, n_levels):
+    """A result file edited by hand (or by another version) may carry anything where the engine's
+    counts were: flags, the interval and the summary must still come out, within [0, 1]."""
+    from scarce.results import EstimateResult, LevelDiagnostics
+
+    levels = tuple(LevelDiagnostics(i, float(i), 0.1, 0.1 ** i, 50, 0.0, 0.1, 500, 0) for i in range(n_levels))
+    result = EstimateResult("subset_simulation", 1e-4, cov, 2000, 500, 30, True, "converged",
+                            levels=levels, info=dict(values))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        flags, reason = result.flags, result.thin_evidence_reason
+        lo, hi = result.ci(0.95)
+        result.summary()
+    assert reason in (None, "lineages", "order") and result.thin_evidence is (reason is not None)
+    assert any(f.startswith("thin evidence") for f in flags) is (reason is not None)
+    assert 0.0 <= lo <= 1.0 and (math.isnan(hi) or lo <= hi <= 1.0)
