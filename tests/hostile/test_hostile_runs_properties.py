@@ -137,7 +137,7 @@ def _valid_vision_value(key: str):  # type: ignore[no-untyped-def]
     if isinstance(current, float):
         return st.floats(current / 4, current * 1.5).map(repr)
     if isinstance(current, tuple):
-        return st.lists(st.sampled_from(list(current)), min_size=1, max_size=3, unique=True).map(",".join)
+        return st.lists(st.sampled_from([str(v) for v in current]), min_size=1, max_size=3, unique=True).map(",".join)
     return st.just(str(current))
 
 
