@@ -106,3 +106,26 @@ def test_a_removed_task_file_is_named_by_the_report_command(tmp_path, finished_r
     assert result.exit_code == 0, result.output
     report = (lost_run / "report" / "report.md").read_text()
     assert "missing task files" in report and victim.stem in report
+
+
+def test_the_head_to_head_counts_thin_evidence_and_checks_each_interval_against_the_truth(finished_run):
+    """Each run's own interval and flag, read back from its stored result, and the share of a method's
+    runs whose interval holds the Monte Carlo truth."""
+    from scarce.applications.vision.analysis import head_to_head, result_rows
+    from scarce.experiments.store import ResultStore
+    from scarce.results import EstimateResult
+
+    store = ResultStore.open(finished_run)
+    frame = result_rows(store)
+    stored = [EstimateResult.from_dict(payload["result"]) for _, payload, _ in store.timed_items()]
+    assert list(frame.ci_low) == [r.ci(0.95)[0] for r in stored]
+    assert list(frame.thin_evidence) == [r.thin_evidence for r in stored]
+    evaluated = frame[(frame.stage == "eval") & (frame.smc_p > 0)]
+    assert not evaluated.empty
+    held = (evaluated.ci_low <= evaluated.smc_p) & (evaluated.smc_p <= evaluated.ci_high)
+    table = head_to_head(frame).set_index("method")
+    for method, rows in held.groupby(evaluated.method):
+        assert table.loc[method, "ci_holds"] == pytest.approx(rows.mean())
+    assert (table.thin_evidence >= 0).all()
+    report = (finished_run / "report" / "report.md").read_text()
+    assert "| thin evidence | 95% CI holds MC truth |" in report

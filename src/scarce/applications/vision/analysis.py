@@ -34,9 +34,13 @@ def result_rows(store: Any) -> Any:
     """One row per finished task, joined with the seed's Monte Carlo ground truth (pandas)."""
     import pandas as pd
 
+    from scarce.results import EstimateResult
+
     rows = []
     for _, payload, timing in store.timed_items():
         res = payload["result"]
+        result = EstimateResult.from_dict(res)
+        low, high = result.ci(0.95)
         rows.append({
             "stage": payload["stage"], "seed_index": payload["seed_index"], "label": payload["label"],
             "method": payload["method"], "name": display_name(payload["method"]), "run": payload.get("run", 0),
@@ -44,6 +48,7 @@ def result_rows(store: Any) -> Any:
             "n_failed": res["n_failed"], "reached_failure": res["reached_failure"],
             "status": res["status"], "n_levels": len(res.get("levels", ())),
             "level_jumps": res.get("info", {}).get("level_jumps", 0),
+            "ci_low": low, "ci_high": high, "thin_evidence": result.thin_evidence,
             "wall": timing.get("wall", res.get("wall_time", np.nan)), "forward": timing.get("forward", np.nan),
         })
     frame = pd.DataFrame(rows)
@@ -63,6 +68,9 @@ def result_rows(store: Any) -> Any:
         frame.smc_p > 0)), np.nan)
     frame["fp"] = (frame.p_hat > 0) & (frame.smc_p == 0)
     frame["fn"] = (frame.p_hat == 0) & (frame.smc_p > 0)
+    # does the run's 95% interval hold the Monte Carlo truth (undefined where that saw no failure)
+    holds = (frame.ci_low <= frame.smc_p) & (frame.smc_p <= frame.ci_high)
+    frame["ci_holds"] = holds.astype(float).where(frame.smc_p > 0)
     return frame
 
 
@@ -74,6 +82,8 @@ def _summary(frame: Any) -> Any:
         fn=("fn", "sum"), queries=("n_queries", "mean"), wall=("wall", "mean"),
         forward=("forward", "mean"), level_jumps=("level_jumps", "sum"),
         not_reached=("reached_failure", lambda s: int((~s.astype(bool)).sum())),
+        thin_evidence=("thin_evidence", lambda s: int(s.astype(bool).sum())),
+        ci_holds=("ci_holds", "mean"),
         rows=("p_hat", "size"), mc_samples=("smc_samples", "min"), mc_min_failures=("smc_failures", "min"),
     )
     out["runs"] = out.rows / out.seeds.where(out.seeds > 0)
@@ -109,7 +119,7 @@ def head_to_head(frame: Any, stage: str = "eval") -> Any:
     return summary[["name", "method", "seeds", "runs", "mc_samples", "mc_min_failures", "rms_rel_err",
                     "mc_rms_rel_err", "mean_p", "smc_mean_p", "mae", "log10_mae", "median_rel_err",
                     "fp", "fn", "queries", "runtime_calibrated", "wall", "forward", "level_jumps",
-                    "not_reached"]]
+                    "not_reached", "thin_evidence", "ci_holds"]]
 
 
 def _ruler_fitting(preset: Any) -> str:
