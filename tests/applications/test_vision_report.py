@@ -128,4 +128,4 @@ def test_the_head_to_head_counts_thin_evidence_and_checks_each_interval_against_
         assert table.loc[method, "ci_holds"] == pytest.approx(rows.mean())
     assert (table.thin_evidence >= 0).all()
     report = (finished_run / "report" / "report.md").read_text()
-    assert "| thin evidence | 95% CI holds MC truth |" in report
+    assert "### Do the error bars hold?" in report and "| thin evidence | 95% CI holds MC truth |" in report

@@ -14,7 +14,7 @@ import numpy as np
 
 from scarce.reporting.markdown import format_cell
 
-__all__ = ["markdown_table", "write_figures", "write_report"]
+__all__ = ["error_bars_table", "markdown_table", "write_figures", "write_report"]
 
 
 def _integer_axis(ax: Any) -> None:
@@ -165,8 +165,8 @@ def markdown_table(table: Any) -> str:
     """The head-to-head table as Markdown (the paper's Table 2 columns plus ours)."""
     lines = ["| method | seeds x runs | MC truth (samples, fewest failures) | mean p_hat | MC truth mean p | MAE "
              "| log10 MAE | median rel. err | RMS rel. err | MC RMS rel. err, same queries | FP | FN | queries "
-             "| runtime cal. (s) | wall (s) | level jumps | thin evidence | 95% CI holds MC truth |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| runtime cal. (s) | wall (s) | level jumps |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         lines.append(
             f"| {r['name']} | {int(r.seeds)} x {format_cell(r.runs, '.3g')} "
@@ -175,7 +175,16 @@ def markdown_table(table: Any) -> str:
             f"| {format_cell(r.log10_mae, '.2f')} | {format_cell(r.median_rel_err, '.3f')} "
             f"| {format_cell(r.rms_rel_err, '.3f')} | {format_cell(r.mc_rms_rel_err, '.3f')} | {int(r.fp)} | {int(r.fn)} "
             f"| {format_cell(r.queries, ',.0f')} | {format_cell(r.runtime_calibrated, '.1f')} | {format_cell(r.wall, '.2f')} "
-            f"| {int(r.level_jumps)} | {int(r.get('thin_evidence', 0))} | {format_cell(r.get('ci_holds'), '.2f')} |")
+            f"| {int(r.level_jumps)} |")
+    return "\n".join(lines)
+
+
+def error_bars_table(table: Any) -> str:
+    """Whether each method's error bars held: its flagged runs, and how often its 95% interval held the truth."""
+    lines = ["| method | seeds x runs | not reached | thin evidence | 95% CI holds MC truth |", "|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        lines.append(f"| {r['name']} | {int(r.seeds)} x {format_cell(r.runs, '.3g')} | {int(r.not_reached)} "
+                     f"| {int(r.get('thin_evidence', 0))} | {format_cell(r.get('ci_holds'), '.2f')} |")
     return "\n".join(lines)
 
 
@@ -188,11 +197,15 @@ _DEFINITIONS = (
     "would have with the method's mean queries, `sqrt((1 - p) / (p q))`. *runtime cal.*: the queries "
     "times the paper's reference rate `T_ref = 6.473e-4` s per query, so rows compare across machines; "
     "*wall*: measured seconds here. *FP / FN*: false positives and negatives against the truth, as "
-    "defined above. *level jumps*: AMLS's jumps to the failure threshold when a level stalls. "
-    "*thin evidence*: runs flagged because their error cannot be measured from the run (failures "
-    "from one or two chains, or a score that does not order the failures); their interval reaches "
-    "down to 0. *95% CI holds MC truth*: the share of runs whose 95% interval contains the Monte "
-    "Carlo truth, itself an estimate with its own error.")
+    "defined above. *level jumps*: AMLS's jumps to the failure threshold when a level stalls.")
+
+#: What the error-bar table's terms mean.
+_ERROR_BAR_TERMS = (
+    "*not reached*: runs that ended before the failure event (their interval is the first level's "
+    "bound). *thin evidence*: runs flagged because their error cannot be measured from the run "
+    "(failures from one or two chains, or a score that does not order the failures); their interval "
+    "reaches down to 0. *95% CI holds MC truth*: the share of runs whose 95% interval contains the "
+    "Monte Carlo truth, itself an estimate with its own error, so a few runs a method say little.")
 
 
 def _surprises(table: Any) -> str:
@@ -249,7 +262,8 @@ def write_report(frame: Any, ranking: Any, table: Any, out_dir: str | Path, *,
                   f"invisible to that Monte Carlo. "
                   + _jumps_sentence(frame) + _surprises(table)
                   + "Runs that stopped at the level limit without a failure report 0 and are flagged `max_levels`.",
-                  "", _DEFINITIONS]
+                  "", _DEFINITIONS, "", "### Do the error bars hold?", "", error_bars_table(table), "",
+                  _ERROR_BAR_TERMS]
     parts += ["", "## Figures", ""]
     parts += [f"![{name}](figures/{path.name})" for name, path in figures.items()]
     path = out_dir / "report.md"
