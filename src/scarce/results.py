@@ -345,14 +345,14 @@ class EstimateResult:
         for a CoV from ``R`` independent replicas; Satterthwaite's for a Subset Simulation run whose
         failures appeared in chains) has those used.
         """
-        stated = self.info.get("cov_degrees_of_freedom")
-        if isinstance(stated, (int, float)) and not isinstance(stated, bool) and stated >= 1:
-            return float(stated)
-        lineages = self.info.get("failure_lineages")
-        if not isinstance(lineages, int) or lineages <= 0:
+        stated = _count(self.info, "cov_degrees_of_freedom")
+        if stated is not None and stated >= 1:
+            return stated
+        lineages = _count(self.info, "failure_lineages")
+        if lineages is None or lineages <= 0:
             return None
-        effective = self.info.get("failure_lineages_effective")
-        count = float(effective) if isinstance(effective, (int, float)) and effective > 0 else float(lineages)
+        effective = _count(self.info, "failure_lineages_effective")
+        count = effective if effective is not None and effective > 0 else lineages
         return max(count - 1.0, 1.0)
 
     def envelope(self, delta: float = 0.05) -> Envelope:
@@ -412,9 +412,13 @@ def _count(info: dict[str, Any], key: str) -> float | None:
     counts as absent rather than breaking the flags and the interval.
     """
     value = info.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float: no count the engine writes
+        return None
+    return None if math.isnan(number) else number
 
 
 def _nullify(value: Any, path: str, nonfinite: dict[str, str]) -> Any:

@@ -129,3 +129,45 @@ def test_the_head_to_head_counts_thin_evidence_and_checks_each_interval_against_
     assert (table.thin_evidence >= 0).all()
     report = (finished_run / "report" / "report.md").read_text()
     assert "### Do the error bars hold?" in report and "| thin evidence | 95% CI holds MC truth |" in report
+
+
+class _Store:
+    """The one method :func:`result_rows` calls on a store, over hand-made payloads."""
+
+    def __init__(self, payloads):
+        self.payloads = payloads
+
+    def timed_items(self):
+        return [(str(i), payload, {"wall": 0.1}) for i, payload in enumerate(self.payloads)]
+
+
+def test_error_bars_count_flags_and_leave_out_seeds_whose_truth_saw_no_failure():
+    from scarce.applications.vision.analysis import head_to_head, result_rows
+    from scarce.results import EstimateResult, LevelDiagnostics
+
+    levels = tuple(LevelDiagnostics(i, float(i), 0.1, 0.1 ** i, 50, 0.0, 0.1, 2000, 0) for i in range(4))
+
+    def subset(p, info):
+        return EstimateResult("subset_simulation", p, 0.2, 6000, 2000, 100, True, "converged", levels=levels,
+                              info=info).to_dict()
+
+    def truth(seed, p):
+        result = EstimateResult("monte_carlo", p, 0.1, 10**6, 10**6, round(p * 1e6), True, "converged",
+                                interval="clopper-pearson")
+        return {"stage": "truth", "seed_index": seed, "label": 0, "method": "smc", "result": result.to_dict()}
+
+    order = {"failure_lineages": 30, "failure_origin_chains": 200, "failure_origin_level": 2,
+             "failures_below_boundary": 4, "failures_found": 90}
+    plain = {"failure_lineages": 30, "failure_origin_chains": 2000, "failure_origin_level": 0}
+    runs = [(0, 1e-3, plain), (0, 3e-3, plain), (0, 1e-3, order), (1, 1e-3, plain)]
+    payloads = [truth(0, 1e-3), truth(1, 0.0)] + [
+        {"stage": "eval", "seed_index": seed, "label": 0, "method": "ss_margin", "run": i, "result": subset(p, info)}
+        for i, (seed, p, info) in enumerate(runs)]
+    frame = result_rows(_Store(payloads))
+    evaluated = frame[frame.stage == "eval"]
+    assert list(evaluated.thin_evidence) == [False, False, True, False]
+    # seed 1's truth saw no failure: its run says nothing about the interval
+    assert evaluated.ci_holds.isna().tolist() == [False, False, False, True]
+    assert list(evaluated.ci_holds.iloc[:3]) == [1.0, 0.0, 1.0]  # 3e-3 with CoV 0.2 misses 1e-3
+    row = head_to_head(frame).set_index("method").loc["ss_margin"]
+    assert row.thin_evidence == 1 and row.ci_holds == pytest.approx(2 / 3)

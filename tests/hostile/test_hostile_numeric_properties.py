@@ -644,7 +644,8 @@ EVIDENCE_KEYS = ("failure_lineages", "failure_origin_chains", "failure_origin_le
 
 
 @hostile
-@given(values=st.fixed_dictionaries({}, optional={key: hostile_scalars for key in EVIDENCE_KEYS}),
+@given(values=st.fixed_dictionaries({}, optional={key: st.one_of(hostile_scalars, st.sampled_from([10**400, -(10**400)]))
+                                                  for key in EVIDENCE_KEYS}),
        cov=st.sampled_from([0.0, 0.3, 2.0, math.inf, math.nan]), n_levels=st.integers(0, 5))
 def test_a_result_read_back_with_hostile_evidence_counts_still_gives_flags_and_an_interval(values, cov, n_levels):
     """A result file edited by hand (or by another version) may carry anything where the engine's

@@ -353,6 +353,7 @@ def test_weak_score_unflagged_runs_report_an_honest_cov_at_n_2000():
 @pytest.mark.parametrize("score, failed", [
     (lambda u: u[:, 0], lambda u: u[:, 0] >= 3.5),
     (lambda u: np.floor(2 * u[:, 0]) / 2, lambda u: u[:, 0] >= 3.5),
+    (lambda u: np.floor(u[:, 0]), lambda u: u[:, 0] >= 3.5),  # failures tie with a boundary: not below it
     (lambda u: u.sum(1) / 2, lambda u: u.sum(1) / 2 >= 3.0),
 ])
 def test_a_score_that_orders_the_failures_never_finds_one_below_its_boundary(score, failed):
