@@ -574,7 +574,8 @@ class _Run:
 
         The variance has two parts. The levels before the origin level (the first whose
         population held a failure) measure the score's own levels: their part is a sum over
-        about ``N p0`` independent chains a level, ``N p0 - 1`` degrees of freedom. From the
+        each level's chains, and takes the fewest of them less one (``N - 1`` when only level
+        0's independent draws come before, ``N p0 - 1`` when Markov-chain levels do). From the
         origin on, it rests on the failures' lineages, ``G_eff - 1`` degrees of freedom
         (:meth:`scarce.results.EstimateResult.ci`). Satterthwaite (1946) combines them:
         ``nu = V^2 / (V_b^2 / nu_b + V_a^2 / nu_a)``. A run whose failures appeared at level 0
@@ -589,7 +590,7 @@ class _Run:
             before = sum(c * c for c in self.level_covs[:k])
         before = min(max(before, 0.0), variance)
         after = variance - before
-        chains = max(round(self.n_samples * cfg.level_probability) - 1.0, 1.0)
+        chains = max(min(self.lineage[l][0].size for l in range(k)) - 1.0, 1.0)
         lineages = max(self.effective_lineages - 1.0, 1.0)
         return variance * variance / (before * before / chains + after * after / lineages)
 
