@@ -23,7 +23,7 @@ from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult
 from scarce.seeding import SeedLike, as_generator, describe_seed
 
-__all__ = ["CountedEvaluation", "Estimator", "build_result", "check_problem"]
+__all__ = ["CountedEvaluation", "Estimator", "build_result", "check_problem", "effective_scores"]
 
 
 def check_problem(problem: object) -> RareEventProblem:
@@ -70,9 +70,13 @@ class CountedEvaluation:
         return score, failed
 
     def effective(self, u: np.ndarray, where: str = "") -> np.ndarray:
-        """Effective scores: ``+inf`` where the point truly failed (the exact terminal event)."""
-        score, failed = self(u, where)
-        return np.where(failed, np.inf, score)
+        """Effective scores of a batch (:func:`effective_scores`)."""
+        return effective_scores(*self(u, where))
+
+
+def effective_scores(score: np.ndarray, failed: np.ndarray) -> np.ndarray:
+    """``+inf`` where the point truly failed (the exact terminal event), the score elsewhere."""
+    return np.where(failed, np.inf, score)
 
 
 def build_result(estimator: Estimator | type, problem_name: str, seed: SeedLike, outcome: dict[str, Any],

@@ -77,7 +77,7 @@ from scarce.errors import (
     ThinEvidenceWarning,
     unknown_name_error,
 )
-from scarce.estimators.base import CountedEvaluation, Estimator, build_result
+from scarce.estimators.base import CountedEvaluation, Estimator, build_result, effective_scores
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, next_threshold, stop_before_level
@@ -418,7 +418,7 @@ class _Run:
         score, failed = self.counted(u, f"at level {self.level_index}" + (f", MCMC step {step}" if step else ""))
         if self.level_index > 0:
             self._count_failures(score, failed)
-        return np.where(failed, np.inf, score)
+        return effective_scores(score, failed)
 
     def _count_failures(self, score: np.ndarray, failed: np.ndarray) -> None:
         """Count the failures a Markov-chain level found, and those its boundary alone would have refused.

@@ -184,7 +184,7 @@ def error_bars_table(table: Any) -> str:
     lines = ["| method | seeds x runs | not reached | thin evidence | 95% CI holds MC truth |", "|---|---|---|---|---|"]
     for _, r in table.iterrows():
         lines.append(f"| {r['name']} | {int(r.seeds)} x {format_cell(r.runs, '.3g')} | {int(r.not_reached)} "
-                     f"| {int(r.get('thin_evidence', 0))} | {format_cell(r.get('ci_holds'), '.2f')} |")
+                     f"| {int(r.thin_evidence)} | {format_cell(r.ci_holds, '.2f')} |")
     return "\n".join(lines)
 
 
