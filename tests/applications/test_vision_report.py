@@ -126,10 +126,12 @@ def test_the_head_to_head_counts_thin_evidence_and_checks_each_interval_against_
     table = head_to_head(frame).set_index("method")
     for method, rows in held.groupby(evaluated.method):
         assert table.loc[method, "ci_holds"] == pytest.approx(rows.mean())
+        assert (table.loc[method, "ci_holds_runs"], table.loc[method, "ci_holds_count"]) == (len(rows), rows.sum())
     flagged = frame[frame.stage == "eval"].groupby("method").thin_evidence.sum()
     assert all(table.loc[method, "thin_evidence"] == count for method, count in flagged.items())
     report = (finished_run / "report" / "report.md").read_text()
     assert "### Do the error bars hold?" in report and "| thin evidence | 95% CI holds MC truth |" in report
+    assert "| of runs | Wilson 95% interval |" in report
 
 
 class _Store:
@@ -172,3 +174,21 @@ def test_error_bars_count_flags_and_leave_out_seeds_whose_truth_saw_no_failure()
     assert list(evaluated.ci_holds.iloc[:3]) == [1.0, 0.0, 1.0]  # 3e-3 with CoV 0.2 misses 1e-3
     row = head_to_head(frame).set_index("method").loc["ss_margin"]
     assert row.thin_evidence == 1 and row.ci_holds == pytest.approx(2 / 3)
+    assert (row.ci_holds_runs, row.ci_holds_count) == (3, 2)
+
+
+def test_the_error_bar_table_gives_each_share_its_count_and_wilson_interval():
+    import pandas as pd
+
+    from scarce.reporting.vision import error_bars_table
+
+    table = pd.DataFrame([
+        {"name": "Margin SS", "seeds": 6, "runs": 3.0, "not_reached": 0, "thin_evidence": 0, "ci_holds": 14 / 18,
+         "ci_holds_runs": 18, "ci_holds_count": 14},
+        {"name": "no truth", "seeds": 1, "runs": 3.0, "not_reached": 3, "thin_evidence": 0, "ci_holds": float("nan"),
+         "ci_holds_runs": 0, "ci_holds_count": 0},
+    ])
+    lines = error_bars_table(table).splitlines()
+    # Wilson (1927) for 14 of 18 at 95%: 0.548 to 0.910
+    assert lines[2] == "| Margin SS | 6 x 3 | 0 | 0 | 0.78 | 14 of 18 | 0.55-0.91 |"
+    assert lines[3].endswith("| - | - |")

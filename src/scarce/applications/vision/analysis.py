@@ -83,7 +83,7 @@ def _summary(frame: Any) -> Any:
         forward=("forward", "mean"), level_jumps=("level_jumps", "sum"),
         not_reached=("reached_failure", lambda s: int((~s.astype(bool)).sum())),
         thin_evidence=("thin_evidence", lambda s: int(s.astype(bool).sum())),
-        ci_holds=("ci_holds", "mean"),
+        ci_holds=("ci_holds", "mean"), ci_holds_runs=("ci_holds", "count"), ci_holds_count=("ci_holds", "sum"),
         rows=("p_hat", "size"), mc_samples=("smc_samples", "min"), mc_min_failures=("smc_failures", "min"),
     )
     out["runs"] = out.rows / out.seeds.where(out.seeds > 0)
@@ -119,7 +119,7 @@ def head_to_head(frame: Any, stage: str = "eval") -> Any:
     return summary[["name", "method", "seeds", "runs", "mc_samples", "mc_min_failures", "rms_rel_err",
                     "mc_rms_rel_err", "mean_p", "smc_mean_p", "mae", "log10_mae", "median_rel_err",
                     "fp", "fn", "queries", "runtime_calibrated", "wall", "forward", "level_jumps",
-                    "not_reached", "thin_evidence", "ci_holds"]]
+                    "not_reached", "thin_evidence", "ci_holds", "ci_holds_runs", "ci_holds_count"]]
 
 
 def _ruler_fitting(preset: Any) -> str:
