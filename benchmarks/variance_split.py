@@ -1,0 +1,111 @@
+"""Where a hostile score's spread comes from: level 0's draws, or the Markov chains after them.
+
+For ``--draws`` first levels (each a seeded Latin hypercube, as in ``benchmarks/hostile.py``), run
+``--continuations`` Subset Simulation runs that share that first level and differ only in the
+chains' random stream. The spread of the estimates then splits (law of total variance) into
+
+* the chains' part: the mean over first levels of the variance across their continuations;
+* level 0's part: the variance of the continuations' means, less the chains' part over the
+  number of continuations (the mean's own noise);
+
+printed beside the mean of what each run reports, on the log scale the interval uses
+(``log(1 + CoV^2)`` against the variance of ``log P_hat``) and on the linear scale (``CoV^2``
+against the relative variance of ``P_hat``), for all reached runs and split by the level whose
+population first held a failure.
+
+    python benchmarks/variance_split.py --scenario weak --n-samples 2000
+    python benchmarks/variance_split.py --scenario plain --n-samples 2000 --cov-depth 50
+
+The chains' stream is swapped in after level 0 by a subclass hook on the engine's run: a
+measuring device for this script, not an engine option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import warnings
+from collections import defaultdict
+
+import numpy as np
+
+import scarce.estimators.subset as subset
+from scarce import SubsetSimulation
+
+from hostile import SCENARIOS
+
+
+class _SplitRun(subset._Run):
+    """The engine's run, its generator replaced by the continuation's right after level 0."""
+
+    continuation: list[int] = [0]
+
+    def _first_level(self):
+        level = super()._first_level()
+        self.rng = np.random.default_rng(self.continuation)
+        return level
+
+
+def _runs(args: argparse.Namespace) -> list[dict]:
+    """Every (first level, continuation) run's estimate, reported CoV and origin level."""
+    original, subset._Run = subset._Run, _SplitRun
+    out = []
+    try:
+        for draw in range(args.draws):
+            problem, truth = SCENARIOS[args.scenario](draw)
+            for cont in range(args.continuations):
+                _SplitRun.continuation = [draw, cont, 777]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    result = SubsetSimulation(n_samples=args.n_samples, cov_depth=args.cov_depth).estimate(
+                        problem, seed=draw)
+                if result.reached_failure and result.probability > 0 and math.isfinite(result.cov):
+                    out.append({"draw": draw, "p": result.probability, "cov": result.cov,
+                                "origin": result.info.get("failure_origin_level")})
+    finally:
+        subset._Run = original
+    return out
+
+
+def _split(runs: list[dict], value, reported) -> tuple[float, float, float, float]:
+    """Total variance, the chains' part, level 0's part, and the mean reported variance."""
+    groups = defaultdict(list)
+    for r in runs:
+        groups[r["draw"]].append(value(r))
+    values = np.array([value(r) for r in runs])
+    chains = float(np.mean([np.var(v, ddof=1) for v in groups.values() if len(v) > 1]))
+    means = np.array([np.mean(v) for v in groups.values()])
+    size = float(np.mean([len(v) for v in groups.values()]))
+    level0 = float(np.var(means, ddof=1)) - chains / size
+    return float(np.var(values, ddof=1)), chains, level0, float(np.mean([reported(r) for r in runs]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", default="weak", choices=sorted(SCENARIOS))
+    parser.add_argument("--n-samples", type=int, default=2000)
+    parser.add_argument("--draws", type=int, default=200, help="first levels (independent Latin hypercubes)")
+    parser.add_argument("--continuations", type=int, default=20, help="chain streams per first level")
+    parser.add_argument("--cov-depth", type=int, default=1, help="the engine's cov_depth")
+    args = parser.parse_args()
+    if args.draws < 2 or args.continuations < 2:
+        parser.error(f"--draws and --continuations must be at least 2, got {args.draws} and {args.continuations}")
+    runs = _runs(args)
+    print(f"{args.scenario}, N = {args.n_samples}, {args.draws} first levels x {args.continuations} chain streams, "
+          f"cov_depth {args.cov_depth}: {len(runs)} reached runs")
+    print(f"{'runs':18s} {'n':>5s} {'scale':>7s} {'total':>8s} {'chains':>8s} {'level 0':>8s} {'reported':>9s}")
+    for label, keep in (("all", lambda r: True), ("origin level 0", lambda r: r["origin"] == 0),
+                        ("origin level >= 1", lambda r: r["origin"] != 0)):
+        part = [r for r in runs if keep(r)]
+        if len({r["draw"] for r in part}) < 2:
+            continue
+        mean_p = float(np.mean([r["p"] for r in part]))  # the linear scale is relative to the rows' own mean
+        scales = {"log": (lambda r: math.log(r["p"]), lambda r: math.log1p(r["cov"] ** 2)),
+                  "linear": (lambda r: r["p"] / mean_p, lambda r: r["cov"] ** 2)}
+        for scale, (value, reported) in scales.items():
+            total, chains, level0, rep = _split(part, value, reported)
+            print(f"{label:18s} {len(part):5d} {scale:>7s} {total:8.4f} {chains:8.4f} {level0:8.4f} {rep:9.4f}")
+
+
+if __name__ == "__main__":
+    main()
