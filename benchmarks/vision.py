@@ -17,8 +17,8 @@ although flagged as not having reached the failure event (allowed) or positive a
     python benchmarks/vision.py --run-dir runs/vision-quick --seeds 6 --reps 5
 
 The Monte Carlo run that chooses a seed is its truth by default; ``--truth-samples`` replaces it
-with a larger count on independent streams, so that neither the choice nor the truth's own
-noise moves the coverage figures.
+with a larger count on independent streams, so that the choice does not bias the truth and the
+truth's own noise moves the coverage figures less.
 
 It reuses the run directory's offline stage (classifier, head, rulers) of ``scarce vision``.
 """
@@ -191,8 +191,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--dump", default=None, help="write every run's estimate, interval and flags here (JSON lines)")
     args = parser.parse_args()
-    if args.truth_samples < 0:
-        parser.error(f"--truth-samples must be 0 (the choosing run's count) or positive, got {args.truth_samples}")
+    if args.truth_samples and args.truth_samples < args.smc_samples:
+        parser.error(f"--truth-samples must be 0 (the choosing run's count) or at least --smc-samples "
+                     f"({args.smc_samples}), got {args.truth_samples}")
 
     import torch
 
@@ -225,6 +226,9 @@ def _splitting_method(baseline: str, spec: str, dtype: str) -> tuple[str, object
 #: Samples per independent stream of ``--truth-samples``: each chunk has its own seed, so chunks
 #: can run apart (or in parallel processes) and pool to the same count.
 TRUTH_CHUNK = 5_000_000
+#: First entropy word of the ``--truth-samples`` streams (chunk ``c`` uses ``_TRUTH_STREAM + c``): above
+#: every word :func:`_stream` uses, so the independent truth shares no draws with choosing the seed.
+_TRUTH_STREAM = 30_000
 
 
 def _choose_seeds(args: argparse.Namespace, context, truth, preset) -> tuple[list[int], dict[int, float]]:
@@ -259,8 +263,11 @@ def _choose_seeds(args: argparse.Namespace, context, truth, preset) -> tuple[lis
     if args.truth_samples > 0:
         for i in chosen:
             failed, total = _independent_truth(args.truth_samples, context, i)
-            print(f"  seed {i}: truth {failed / total:.4e} from {failed} failures in {total} samples "
-                  f"(relative SE {1 / math.sqrt(max(failed, 1)):.3f}; the choosing run said {dense[i]:.3e})", flush=True)
+            if failed < args.min_failures:  # refused, not dropped: dropping would choose seeds on this count
+                raise SystemExit(f"seed {i}: the independent truth saw {failed} failures in {total} samples, fewer "
+                                 f"than --min-failures {args.min_failures}; raise --truth-samples")
+            print(f"  seed {i}: truth {failed / total:.4e} from {failed} failures in {total} samples (relative "
+                  f"SE {1 / math.sqrt(failed):.3f}; the choosing run said {dense[i]:.3e})", flush=True)
             dense[i] = failed / total
     return chosen, dense
 
@@ -271,23 +278,27 @@ def _independent_truth(samples: int, context, i: int) -> tuple[int, int]:
 
     image, label = context.seed_images[i], int(context.seed_labels[i])
     failed = total = 0
-    for chunk in range(math.ceil(samples / TRUTH_CHUNK)):
+    for chunk in range(-(-samples // TRUTH_CHUNK)):
         size = min(TRUTH_CHUNK, samples - chunk * TRUTH_CHUNK)
         result, _ = run_method("smc", context.model, image, label, context.noise, MethodSettings(smc_samples=size),
-                               seed=np.random.SeedSequence([_TRUTH_STREAM + chunk, i]))
+                               seed=_words(_TRUTH_STREAM + chunk, i))
         failed, total = failed + result.n_failed, total + result.n_samples
     return failed, total
 
 
 def _stream(purpose: str, seed_index: int) -> np.random.SeedSequence:
-    """The random stream of a seed's dense Monte Carlo truth or probe: a two-word entropy that no
-    method run's integer seed (``1000 * rep + i``) can equal, at any number of repetitions."""
-    return np.random.SeedSequence([{"truth": 10_000, "probe": 20_000}[purpose], seed_index])
+    """The random stream of a seed's dense Monte Carlo truth or probe (:func:`_words`)."""
+    return _words({"truth": 10_000, "probe": 20_000}[purpose], seed_index)
 
 
-#: First entropy word of the ``--truth-samples`` streams (chunk ``c`` uses ``_TRUTH_STREAM + c``): above
-#: every word :func:`_stream` uses, so the independent truth shares no draws with choosing the seed.
-_TRUTH_STREAM = 30_000
+def _words(first: int, seed_index: int) -> np.random.SeedSequence:
+    """A two-word entropy ``[first, seed_index]`` that no method run's integer seed (``1000 * rep + i``)
+    can equal, at any number of repetitions.
+
+    NumPy's ``SeedSequence`` drops trailing zero words, so ``[first, 0]`` would be the integer seed
+    ``first`` itself, the seed of a method run on seed index 0; that index gets a third word, 1.
+    """
+    return np.random.SeedSequence([first, seed_index] if seed_index else [first, 0, 1])
 
 
 def _rank_rare_candidates(args: argparse.Namespace, context, candidates: list[int]) -> list[int]:

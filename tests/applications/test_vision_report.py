@@ -166,8 +166,11 @@ def test_error_bars_count_flags_and_leave_out_seeds_whose_truth_saw_no_failure()
     payloads = [truth(0, 1e-3), truth(1, 0.0)] + [
         {"stage": "eval", "seed_index": seed, "label": 0, "method": "ss_margin", "run": i, "result": subset(p, info)}
         for i, (seed, p, info) in enumerate(runs)]
+    # a method run only where the truth saw no failure: nothing to judge its intervals by
+    payloads.append({"stage": "eval", "seed_index": 1, "label": 0, "method": "amls", "run": 0,
+                     "result": subset(1e-3, plain)})
     frame = result_rows(_Store(payloads))
-    evaluated = frame[frame.stage == "eval"]
+    evaluated = frame[(frame.stage == "eval") & (frame.method == "ss_margin")]
     assert list(evaluated.thin_evidence) == [False, False, True, False]
     # seed 1's truth saw no failure: its run says nothing about the interval
     assert evaluated.ci_holds.isna().tolist() == [False, False, False, True]
@@ -175,6 +178,13 @@ def test_error_bars_count_flags_and_leave_out_seeds_whose_truth_saw_no_failure()
     row = head_to_head(frame).set_index("method").loc["ss_margin"]
     assert row.thin_evidence == 1 and row.ci_holds == pytest.approx(2 / 3)
     assert (row.ci_holds_runs, row.ci_holds_count) == (3, 2)
+    from scarce.reporting.vision import error_bars_table
+
+    table = head_to_head(frame)
+    unjudged = table.set_index("method").loc["amls"]
+    assert (unjudged.ci_holds_runs, unjudged.ci_holds_count) == (0, 0) and unjudged.ci_holds != unjudged.ci_holds
+    line = next(x for x in error_bars_table(table).splitlines() if x.startswith(f"| {unjudged['name']} |"))
+    assert line.endswith("| - | - | - |")
 
 
 def test_the_error_bar_table_gives_each_share_its_count_and_wilson_interval():

@@ -87,6 +87,7 @@ def _summary(frame: Any) -> Any:
         rows=("p_hat", "size"), mc_samples=("smc_samples", "min"), mc_min_failures=("smc_failures", "min"),
     )
     out["runs"] = out.rows / out.seeds.where(out.seeds > 0)
+    out["ci_holds_count"] = out.ci_holds_count.astype(int)  # a count, though summed over a float column
     # root mean squared relative error, and Monte Carlo's at the same queries per run
     out["rms_rel_err"] = np.sqrt(grouped.sq_rel_err.mean())
     out["mc_rms_rel_err"] = np.sqrt(grouped.mc_sq_rel_err.mean())
