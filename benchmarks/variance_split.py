@@ -11,7 +11,7 @@ chains' random stream. The spread of the estimates then splits (law of total var
 printed beside the mean of what each run reports, on the log scale the interval uses
 (``log(1 + CoV^2)`` against the variance of ``log P_hat``) and on the linear scale (``CoV^2``
 against the relative variance of ``P_hat``), for all reached runs and split by the level whose
-population first held a failure.
+population first held a failure; then how broad the shortfall is, per first level.
 
     python benchmarks/variance_split.py --scenario weak --n-samples 2000
     python benchmarks/variance_split.py --scenario plain --n-samples 2000 --cov-depth 50
@@ -105,6 +105,34 @@ def main() -> None:
         for scale, (value, reported) in scales.items():
             total, chains, level0, rep = _split(part, value, reported)
             print(f"{label:18s} {len(part):5d} {scale:>7s} {total:8.4f} {chains:8.4f} {level0:8.4f} {rep:9.4f}")
+    _per_draw(runs)
+
+
+def _per_draw(runs: list[dict]) -> None:
+    """How broad the log-scale shortfall is: per first level, and by a run's place among its siblings."""
+    groups = defaultdict(list)
+    for r in runs:
+        groups[r["draw"]].append(r)
+    ratios, spreads, deviations, reported = [], [], [], []
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        logs = np.log([r["p"] for r in group])
+        reports = [math.log1p(r["cov"] ** 2) for r in group]
+        spreads.append(float(np.var(logs, ddof=1)))
+        ratios.append(float(np.mean(reports)) / spreads[-1] if spreads[-1] > 0 else math.nan)
+        deviations += list(logs - logs.mean())
+        reported += reports
+    q = np.nanpercentile(ratios, [25, 50, 75])
+    top = np.sort(spreads)[::-1][: max(len(spreads) // 10, 1)]
+    print(f"\nper first level, mean reported over observed log-variance: quartiles {q[0]:.2f} {q[1]:.2f} {q[2]:.2f}; "
+          f"the tenth with the largest spread carries {top.sum() / np.sum(spreads):.2f} of the chains' part")
+    deviations, reported = np.array(deviations), np.array(reported)
+    print("by a run's log distance from its first level's mean: mean reported log-variance")
+    for low, high in ((-np.inf, -1.0), (-1.0, -0.3), (-0.3, 0.3), (0.3, 1.0), (1.0, np.inf)):
+        keep = (deviations >= low) & (deviations < high)
+        if keep.any():
+            print(f"  [{low:5.1f}, {high:5.1f}): {keep.sum():5d} runs, {reported[keep].mean():.3f}")
 
 
 if __name__ == "__main__":
