@@ -57,10 +57,11 @@ def _runs(args: argparse.Namespace) -> list[dict]:
                 _SplitRun.continuation = [draw, cont, 777]
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    result = SubsetSimulation(n_samples=args.n_samples, cov_depth=args.cov_depth).estimate(
+                    result = SubsetSimulation(n_samples=args.n_samples, cov_depth=args.cov_depth,
+                                              stop_factor=args.stop_factor).estimate(
                         problem, seed=draw)
                 if result.reached_failure and result.probability > 0 and math.isfinite(result.cov):
-                    out.append({"draw": draw, "p": result.probability, "cov": result.cov,
+                    out.append({"draw": draw, "p": result.probability, "cov": result.cov, "levels": len(result.levels),
                                 "origin": result.info.get("failure_origin_level")})
     finally:
         subset._Run = original
@@ -87,12 +88,13 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=200, help="first levels (independent Latin hypercubes)")
     parser.add_argument("--continuations", type=int, default=20, help="chain streams per first level")
     parser.add_argument("--cov-depth", type=int, default=1, help="the engine's cov_depth")
+    parser.add_argument("--stop-factor", type=float, default=0.5, help="the engine's stop_factor")
     args = parser.parse_args()
     if args.draws < 2 or args.continuations < 2:
         parser.error(f"--draws and --continuations must be at least 2, got {args.draws} and {args.continuations}")
     runs = _runs(args)
     print(f"{args.scenario}, N = {args.n_samples}, {args.draws} first levels x {args.continuations} chain streams, "
-          f"cov_depth {args.cov_depth}: {len(runs)} reached runs")
+          f"cov_depth {args.cov_depth}, stop_factor {args.stop_factor}: {len(runs)} reached runs")
     print(f"{'runs':18s} {'n':>5s} {'scale':>7s} {'total':>8s} {'chains':>8s} {'level 0':>8s} {'reported':>9s}")
     for label, keep in (("all", lambda r: True), ("origin level 0", lambda r: r["origin"] == 0),
                         ("origin level >= 1", lambda r: r["origin"] != 0)):
@@ -106,6 +108,23 @@ def main() -> None:
             total, chains, level0, rep = _split(part, value, reported)
             print(f"{label:18s} {len(part):5d} {scale:>7s} {total:8.4f} {chains:8.4f} {level0:8.4f} {rep:9.4f}")
     _per_draw(runs)
+
+
+def _by_levels(groups: dict[int, list[dict]]) -> None:
+    """Runs grouped by how many levels they took: the spread among a first level's continuations
+    that stopped at the same level, against what those runs report (log scale)."""
+    counts = sorted({r["levels"] for group in groups.values() for r in group})
+    mean = {draw: np.mean(np.log([r["p"] for r in group])) for draw, group in groups.items()}
+    print("\nby levels taken (level 0 and the failure level included): runs, mean log distance from their "
+          "first level's mean, spread among same-level siblings, mean reported log-variance")
+    for levels in counts:
+        same = [[math.log(r["p"]) for r in group if r["levels"] == levels] for group in groups.values()]
+        spread = [np.var(x, ddof=1) for x in same if len(x) > 2]
+        runs = [r for group in groups.values() for r in group if r["levels"] == levels]
+        shift = np.mean([math.log(r["p"]) - mean[r["draw"]] for r in runs])
+        reported = np.mean([math.log1p(r["cov"] ** 2) for r in runs])
+        print(f"  {levels:2d} levels: {len(runs):5d} runs, shift {shift:+.2f}, same-level spread "
+              f"{np.mean(spread) if spread else math.nan:.3f}, reported {reported:.3f}")
 
 
 def _per_draw(runs: list[dict]) -> None:
@@ -123,6 +142,7 @@ def _per_draw(runs: list[dict]) -> None:
         ratios.append(float(np.mean(reports)) / spreads[-1] if spreads[-1] > 0 else math.nan)
         deviations += list(logs - logs.mean())
         reported += reports
+    _by_levels(groups)
     q = np.nanpercentile(ratios, [25, 50, 75])
     top = np.sort(spreads)[::-1][: max(len(spreads) // 10, 1)]
     print(f"\nper first level, mean reported over observed log-variance: quartiles {q[0]:.2f} {q[1]:.2f} {q[2]:.2f}; "
