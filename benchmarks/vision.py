@@ -131,7 +131,9 @@ class _Honesty:
                              "cov": result.cov, "lo": lo, "hi": hi, "flags": list(result.flags),
                              "lineages": result.info.get("failure_lineages"),
                              "origin_chains": result.info.get("failure_origin_chains"),
-                             "origin_level": result.info.get("failure_origin_level"), "n_queries": result.n_queries})
+                             "origin_level": result.info.get("failure_origin_level"), "n_queries": result.n_queries,
+                             "levels": len(result.levels), "failures_below_boundary":
+                             result.info.get("failures_below_boundary")})
 
     def row(self) -> str:
         seed, est, cov, covered, flagged, thin = (np.array(c) for c in zip(*self.runs))
