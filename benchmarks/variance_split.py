@@ -58,7 +58,7 @@ def _runs(args: argparse.Namespace) -> list[dict]:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     result = SubsetSimulation(n_samples=args.n_samples, cov_depth=args.cov_depth,
-                                              stop_factor=args.stop_factor).estimate(
+                                              stop_factor=args.stop_factor, kernel=_kernel(args)).estimate(
                         problem, seed=draw)
                 if result.reached_failure and result.probability > 0 and math.isfinite(result.cov):
                     out.append({"draw": draw, "p": result.probability, "cov": result.cov, "levels": len(result.levels),
@@ -66,6 +66,16 @@ def _runs(args: argparse.Namespace) -> list[dict]:
     finally:
         subset._Run = original
     return out
+
+
+def _kernel(args: argparse.Namespace):
+    """The engine's default kernel, or aCS at a fixed scale (``--fixed-scale``): no adaptation
+    shared by a level's chains."""
+    from scarce.kernels.conditional import ConditionalSampling
+
+    if args.fixed_scale is None:
+        return ConditionalSampling()
+    return ConditionalSampling(initial_scale=args.fixed_scale, adapt=False)
 
 
 def _split(runs: list[dict], value, reported) -> tuple[float, float, float, float]:
@@ -89,12 +99,15 @@ def main() -> None:
     parser.add_argument("--continuations", type=int, default=20, help="chain streams per first level")
     parser.add_argument("--cov-depth", type=int, default=1, help="the engine's cov_depth")
     parser.add_argument("--stop-factor", type=float, default=0.5, help="the engine's stop_factor")
+    parser.add_argument("--fixed-scale", type=float, default=None,
+                        help="aCS at this scale without adaptation (default: the engine's adaptive kernel)")
     args = parser.parse_args()
     if args.draws < 2 or args.continuations < 2:
         parser.error(f"--draws and --continuations must be at least 2, got {args.draws} and {args.continuations}")
     runs = _runs(args)
     print(f"{args.scenario}, N = {args.n_samples}, {args.draws} first levels x {args.continuations} chain streams, "
-          f"cov_depth {args.cov_depth}, stop_factor {args.stop_factor}: {len(runs)} reached runs")
+          f"cov_depth {args.cov_depth}, stop_factor {args.stop_factor}, "
+          f"kernel {'adaptive' if args.fixed_scale is None else f'fixed scale {args.fixed_scale}'}: {len(runs)} reached runs")
     print(f"{'runs':18s} {'n':>5s} {'scale':>7s} {'total':>8s} {'chains':>8s} {'level 0':>8s} {'reported':>9s}")
     for label, keep in (("all", lambda r: True), ("origin level 0", lambda r: r["origin"] == 0),
                         ("origin level >= 1", lambda r: r["origin"] != 0)):
