@@ -105,9 +105,9 @@ def main() -> None:
     if args.draws < 2 or args.continuations < 2:
         parser.error(f"--draws and --continuations must be at least 2, got {args.draws} and {args.continuations}")
     runs = _runs(args)
+    kernel = "adaptive" if args.fixed_scale is None else f"fixed scale {args.fixed_scale}"
     print(f"{args.scenario}, N = {args.n_samples}, {args.draws} first levels x {args.continuations} chain streams, "
-          f"cov_depth {args.cov_depth}, stop_factor {args.stop_factor}, "
-          f"kernel {'adaptive' if args.fixed_scale is None else f'fixed scale {args.fixed_scale}'}: {len(runs)} reached runs")
+          f"cov_depth {args.cov_depth}, stop_factor {args.stop_factor}, kernel {kernel}: {len(runs)} reached runs")
     print(f"{'runs':18s} {'n':>5s} {'scale':>7s} {'total':>8s} {'chains':>8s} {'level 0':>8s} {'reported':>9s}")
     for label, keep in (("all", lambda r: True), ("origin level 0", lambda r: r["origin"] == 0),
                         ("origin level >= 1", lambda r: r["origin"] != 0)):
