@@ -231,6 +231,12 @@ class EstimateResult:
         documentation's engine benchmark page measures it on a weak score).  Where the failures
         first appeared among level 0's independent draws, there was no earlier level to miss
         them in, and their count is binomial.
+
+        Not flagged, and not yet measured from within a run: under a score that orders the
+        failures only partly, a run whose failures first appeared at level 0 still rests on the
+        few failures its first Markov-chain levels found, and the level it stops at sorts runs by
+        that count. Its CoV can then fall short of the spread across runs (the engine benchmark
+        page, "Where a weak score's missing variance lies").
         """
         if not (self.reached_failure and len(self.levels) > 2):
             return None
