@@ -286,6 +286,8 @@ def _vision(args: list[str], tmp_path: Path):
     ("methods.smc_samples=1e9", "model queries.*methods.smc_samples.*allow_large=true"),
     ("n_train_seeds=1e18", "GiB of memory.*n_train_seeds.*allow_large=true"),
     ("classifier.conv1_channels=100000", "GiB of memory.*classifier.*allow_large=true"),
+    ("classifier.epochs=1e9", "image passes of training.*classifier.epochs.*allow_large=true"),
+    ("classifier.min_steps=1e12", "image passes of training.*min_steps.*allow_large=true"),
     ("methods.level_probability=nan", r"methods.level_probability takes a value like 0.1 \(a finite number\)"),
     ("scale=nan", r"scale='nan': scale takes a value like 0.35 \(a finite number\)"),
 ])
@@ -306,6 +308,10 @@ def test_vision_allow_large_overrides_the_resource_bounds():
         get_preset("quick", **parse_overrides(["methods.smc_samples=1e9"]))
     preset = get_preset("quick", **parse_overrides(["methods.smc_samples=1e9", "allow_large=true"]))
     assert preset.methods.smc_samples == 10**9
+    with pytest.raises(ScarceError, match="image passes of training"):
+        get_preset("quick", **parse_overrides(["classifier.epochs=1e9"]))
+    trained = get_preset("quick", **parse_overrides(["classifier.epochs=1e9", "allow_large=true"]))
+    assert trained.classifier["epochs"] == 10**9
     assert "allow_large" not in preset.config()  # the override changes no number
 
 

@@ -1,12 +1,13 @@
 """Resource bounds of a vision run, estimated from its preset before any work starts.
 
-A preset names every size of a run (classifier widths, Monte Carlo samples, seeds per stage),
-so its peak memory and its number of model queries follow from the preset alone. A run beyond
-:data:`MAX_MEMORY_BYTES` or :data:`MAX_QUERIES` is refused with the estimate and the setting
-that dominates it, unless the preset sets ``allow_large=True`` (``--set allow_large=true``):
-a typo such as ``conv1_channels=100000`` or ``smc_samples=1e9`` is an error in a second, not a
-process the kernel kills after an hour. The estimates are upper bounds (every Subset Simulation
-run is counted as if it used all ``max_levels`` levels).
+A preset names every size of a run (classifier widths, Monte Carlo samples, seeds per stage,
+training epochs), so its peak memory, its number of model queries and its training work follow
+from the preset alone. A run beyond :data:`MAX_MEMORY_BYTES`, :data:`MAX_QUERIES` or
+:data:`MAX_TRAINING_PASSES` is refused with the estimate and the setting that dominates it,
+unless the preset sets ``allow_large=True`` (``--set allow_large=true``): a typo such as
+``conv1_channels=100000``, ``smc_samples=1e9`` or ``classifier.epochs=1e9`` is an error in a
+second, not a process the kernel kills after an hour. The estimates are upper bounds (every
+Subset Simulation run is counted as if it used all ``max_levels`` levels).
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ from typing import Any
 
 from scarce.errors import ScarceError
 
-__all__ = ["MAX_MEMORY_BYTES", "MAX_QUERIES", "check_resources", "estimate_resources"]
+__all__ = ["MAX_MEMORY_BYTES", "MAX_QUERIES", "MAX_TRAINING_PASSES", "check_resources", "estimate_resources"]
 
 #: Largest estimated peak memory of a run without ``allow_large`` (8 GiB).
 MAX_MEMORY_BYTES = 8 << 30
 #: Largest estimated number of model queries (forward passes of one image) without ``allow_large``.
 MAX_QUERIES = 2_000_000_000
+#: Largest estimated training work without ``allow_large``, in image passes (a training step's
+#: forward and backward pass over one image counted as three forward passes): the query bound's
+#: unit, so training may cost what the queries may.
+MAX_TRAINING_PASSES = MAX_QUERIES
 #: Seed-pool sizes of the two data sources (:func:`scarce.datasets.load_mnist` defaults).
 SEED_POOL = {"embedded": 500, "mnist": 1000}
 #: Images per forward pass on CPU (:class:`~scarce.applications.vision.problem.VisionModel`).
@@ -46,6 +51,13 @@ def _classifier_bytes(classifier: dict[str, Any]) -> dict[str, int]:
             "forward": _FLOAT * (params + _FORWARD_BATCH * activations)}
 
 
+def _training_passes(classifier: dict[str, Any], images: int) -> int:
+    """Image passes of :func:`~scarce.applications.vision.classifier.train_classifier` on ``images``:
+    ``max(epochs * images, min_steps * batch_size)`` images seen, three passes each."""
+    seen = max(int(classifier["epochs"]) * images, int(classifier["min_steps"]) * int(classifier["batch_size"]))
+    return 3 * seen
+
+
 def _ss_queries(samples: int, levels: int) -> int:
     return samples * (levels + 1)
 
@@ -56,8 +68,8 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``memory`` and ``queries`` (the totals), ``memory_parts`` and ``query_parts`` (by
-        stage), and ``parameters`` (of the classifier).
+        ``memory``, ``queries`` and ``training`` (the totals), ``memory_parts``,
+        ``query_parts`` and ``training_parts`` (by stage), and ``parameters`` (of the classifier).
     """
     from dataclasses import fields
 
@@ -95,8 +107,15 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
         "surrogate training data (surrogate_queries)":
             (distill + _TRAIN_IMAGES.get(preset.data, 60_000)) * _PIXELS * 5 * _FLOAT if distill else 0,
     }
-    return {"memory": sum(memory.values()), "queries": sum(queries.values()), "memory_parts": memory,
-            "query_parts": queries, "parameters": net["parameters"]}
+    train_images = _TRAIN_IMAGES.get(preset.data, 60_000)
+    training = {
+        "classifier training (classifier.epochs, min_steps, batch_size)": _training_passes(classifier, train_images),
+        "surrogate training (classifier.epochs on surrogate_queries and the training set)":
+            _training_passes(classifier, train_images + distill) if distill else 0,
+    }
+    return {"memory": sum(memory.values()), "queries": sum(queries.values()), "training": sum(training.values()),
+            "memory_parts": memory, "query_parts": queries, "training_parts": training,
+            "parameters": net["parameters"]}
 
 
 def _gib(value: float) -> str:
@@ -105,6 +124,10 @@ def _gib(value: float) -> str:
 
 def _count(value: float) -> str:
     return f"{value:.3g} model queries"
+
+
+def _passes(value: float) -> str:
+    return f"{value:.3g} image passes of training"
 
 
 def check_resources(preset: Any) -> dict[str, Any]:
@@ -116,10 +139,11 @@ def check_resources(preset: Any) -> dict[str, Any]:
     estimate = estimate_resources(preset)
     if getattr(preset, "allow_large", False):
         return estimate
-    for kind, bound, show in (("memory", MAX_MEMORY_BYTES, _gib), ("queries", MAX_QUERIES, _count)):
+    for kind, bound, show in (("memory", MAX_MEMORY_BYTES, _gib), ("queries", MAX_QUERIES, _count),
+                              ("training", MAX_TRAINING_PASSES, _passes)):
         total = estimate[kind]
         if total > bound:
-            parts = estimate["memory_parts" if kind == "memory" else "query_parts"]
+            parts = estimate[{"memory": "memory_parts", "queries": "query_parts", "training": "training_parts"}[kind]]
             worst = max(parts, key=parts.get)
             raise ScarceError(
                 f"this vision configuration needs an estimated {show(total)}, above the bound "
