@@ -253,6 +253,45 @@ def test_the_surrogate_trains_on_the_training_set_and_the_targets_answers(monkey
     assert seen["images"].shape == (4, 28, 28)                              # 0: the training set alone
 
 
+def test_a_resumed_run_loads_the_surrogate_without_asking_the_target_again(monkeypatch, tmp_path):
+    """The pointer file names the surrogate by what its data follow from; a changed file is not trusted."""
+    import json
+    from types import SimpleNamespace
+
+    from scarce.applications.vision import access, pipeline
+    from scarce.applications.vision.classifier import ClassifierConfig
+    from scarce.applications.vision.protocol import get_preset
+    from scarce.errors import ScarceWarning
+
+    calls = []
+    real = access.distillation_set
+    monkeypatch.setattr(access, "distillation_set", lambda *a, **k: calls.append(1) or real(*a, **k))
+    images = _references()
+    splits = SimpleNamespace(train_images=images, train_labels=np.array([5, 5, 5, 5]),
+                             test_images=images, test_labels=np.zeros(4, dtype=np.int64))
+    target = _cnn(2)
+    target.fingerprint = "0" * 64
+    config = ClassifierConfig(conv1_channels=2, conv2_channels=2, hidden=4, epochs=1, min_steps=2, seed=4)
+    preset = get_preset("tiny", access="labels", surrogate_queries=30, surrogate_scales=[1.0, 2.0])
+
+    def build(p=preset):
+        return pipeline._surrogate(p, splits, config, target, tmp_path, lambda *_: None)
+
+    first = build()
+    (pointer,) = tmp_path.glob("surrogate-*.json")
+    second = build()                                              # resumed: no label query, the same network
+    assert len(calls) == 1 and second.fingerprint == first.fingerprint and second.from_cache
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values()))
+    build(replace_queries(preset, 20))                                # other distillation settings: rebuilt
+    assert len(calls) == 2
+    entry = json.loads(pointer.read_text())
+    pointer.write_text(json.dumps(entry | {"sha256": "f" * 64}))      # tampered: not trusted
+    with pytest.warns(ScarceWarning, match="does not hold the bytes"):
+        build()
+    target.fingerprint = None                                         # no fingerprint: nothing reused
+    build()
+    assert len(calls) == 4
+
 def replace_queries(preset, n):
     from dataclasses import replace
 

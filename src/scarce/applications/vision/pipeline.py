@@ -9,6 +9,7 @@ projection head (safetensors). Rulers are refitted from the cached embeddings (s
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import warnings
@@ -179,9 +180,29 @@ def _surrogate(preset: Any, splits: Any, config: Any, classifier: Any, cache: Pa
     A user who can query a classifier only for labels still owns data of its task; a network of
     the same family trained on it, and on the target's answers around it
     (:func:`~scarce.applications.vision.access.distillation_set`), is the encoder the rulers read.
+    A resumed run loads the surrogate through a pointer file named for everything its training
+    data follow from (:func:`_surrogate_pointer`), so the target is not asked for its labels again.
     """
-    from scarce.applications.vision.access import LabelOracle, distillation_set
     from scarce.applications.vision.classifier import accuracy, train_classifier
+
+    surrogate_config = replace(config, seed=config.seed + 1)
+    pointer = _surrogate_pointer(preset, classifier, surrogate_config, cache)
+    surrogate = _pointed_surrogate(pointer, cache, surrogate_config)
+    if surrogate is None:
+        images, labels = _surrogate_data(preset, splits, classifier, log)
+        surrogate = train_classifier(images, labels, surrogate_config, cache_dir=cache)
+        fingerprint = getattr(surrogate, "fingerprint", None)
+        if pointer is not None and fingerprint and (cache / f"{fingerprint}.safetensors").is_file():
+            digest = hashlib.sha256((cache / f"{fingerprint}.safetensors").read_bytes()).hexdigest()
+            atomic_write_text(pointer, json.dumps({"fingerprint": fingerprint, "sha256": digest}))
+    log(f"surrogate (label-only access): test accuracy "
+        f"{accuracy(surrogate, splits.test_images, splits.test_labels):.4f}, seed {surrogate_config.seed}")
+    return surrogate
+
+
+def _surrogate_data(preset: Any, splits: Any, classifier: Any, log: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The training set, then ``preset.surrogate_queries`` perturbed copies labelled by the target."""
+    from scarce.applications.vision.access import LabelOracle, distillation_set
 
     images, labels = splits.train_images, splits.train_labels
     if preset.surrogate_queries:
@@ -192,11 +213,48 @@ def _surrogate(preset: Any, splits: Any, config: Any, classifier: Any, cache: Pa
             f"{', '.join(f'{m:g}' for m in preset.surrogate_scales)} x {preset.scale:g})")
         images, labels = np.concatenate([images.astype(np.float32), x]), np.concatenate([labels, y])
         del x, y  # not held while the network trains on their concatenation
-    surrogate_config = replace(config, seed=config.seed + 1)
-    surrogate = train_classifier(images, labels, surrogate_config, cache_dir=cache)
-    log(f"surrogate (label-only access): test accuracy "
-        f"{accuracy(surrogate, splits.test_images, splits.test_labels):.4f}, seed {surrogate_config.seed}")
-    return surrogate
+    return images, labels
+
+
+def _surrogate_pointer(preset: Any, classifier: Any, config: Any, cache: Path) -> Path | None:
+    """``cache/surrogate-<key>.json``, the key a hash of what the surrogate's training data and
+    settings follow from: the target (its fingerprint covers its own config and training data,
+    which are the surrogate's training images too), the distillation settings, their seed and the
+    surrogate's config. None for a target without a fingerprint: then nothing is reused."""
+    target = getattr(classifier, "fingerprint", None)
+    if not target:
+        return None
+    recipe = {"target": target, "config": config.to_dict(), "noise": str(preset.noise), "scale": float(preset.scale),
+              "scales": [float(m) for m in preset.surrogate_scales], "queries": int(preset.surrogate_queries),
+              "seed": int(preset.seed), "stream": _SURROGATE_STREAM}
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:32]
+    return cache / f"surrogate-{key}.json"
+
+
+def _pointed_surrogate(pointer: Path | None, cache: Path, config: Any) -> Any:
+    """The surrogate a pointer names, if its file still holds the bytes the pointer recorded and
+    its recorded config is ``config``; otherwise None (with a warning when a pointer was unusable)."""
+    from scarce.applications.vision.classifier import load_classifier
+
+    if pointer is None or not pointer.is_file():
+        return None
+    try:
+        entry = json.loads(pointer.read_text(encoding="utf-8"))
+        fingerprint, digest = str(entry["fingerprint"]), str(entry["sha256"])
+        if not fingerprint.isalnum():
+            raise ScarceError(f"the fingerprint {fingerprint!r} is not a file name")
+        path = cache / f"{fingerprint}.safetensors"
+        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise ScarceError(f"{path.name} does not hold the bytes the pointer recorded")
+        model = load_classifier(path)
+        if model.training_info.get("config") != config.to_dict():
+            raise ScarceError("its recorded config differs from the requested one")
+    except (ScarceError, OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        warnings.warn(f"ignoring the surrogate pointer {pointer} ({exc}); rebuilding the surrogate", ScarceWarning,
+                      stacklevel=3)
+        return None
+    model.fingerprint, model.from_cache = fingerprint, True
+    return model
 
 
 def _model(classifier: Any, surrogate: Any, head: Any, device: str) -> Any:
