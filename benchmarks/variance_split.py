@@ -79,16 +79,21 @@ def _kernel(args: argparse.Namespace):
 
 
 def _split(runs: list[dict], value, reported) -> tuple[float, float, float, float]:
-    """Total variance, the chains' part, level 0's part, and the mean reported variance."""
+    """Total variance, the chains' part, level 0's part, and the mean reported variance.
+
+    Over first levels with at least two continuations: the chains' part is the mean of their
+    variances; level 0's part is the variance of their means less each mean's own noise
+    (``s_g^2 / n_g``, averaged), which holds for groups of unequal size too.
+    """
     groups = defaultdict(list)
     for r in runs:
         groups[r["draw"]].append(value(r))
-    values = np.array([value(r) for r in runs])
-    chains = float(np.mean([np.var(v, ddof=1) for v in groups.values() if len(v) > 1]))
-    means = np.array([np.mean(v) for v in groups.values()])
-    size = float(np.mean([len(v) for v in groups.values()]))
-    level0 = float(np.var(means, ddof=1)) - chains / size
-    return float(np.var(values, ddof=1)), chains, level0, float(np.mean([reported(r) for r in runs]))
+    kept = [np.asarray(v, dtype=float) for v in groups.values() if len(v) > 1]
+    values = np.concatenate(kept)
+    within = [float(np.var(v, ddof=1)) for v in kept]
+    means = np.array([v.mean() for v in kept])
+    level0 = float(np.var(means, ddof=1)) - float(np.mean([w / v.size for w, v in zip(within, kept)]))
+    return float(np.var(values, ddof=1)), float(np.mean(within)), level0, float(np.mean([reported(r) for r in runs]))
 
 
 def main() -> None:

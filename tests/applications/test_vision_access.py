@@ -254,12 +254,13 @@ def test_the_surrogate_trains_on_the_training_set_and_the_targets_answers(monkey
 
 
 def test_a_resumed_run_loads_the_surrogate_without_asking_the_target_again(monkeypatch, tmp_path):
-    """The pointer file names the surrogate by what its data follow from; a changed file is not trusted."""
+    """The pointer file names the surrogate by what its data follow from; a changed network file, or a
+    pointer redirected to another network, is not trusted."""
     import json
     from types import SimpleNamespace
 
     from scarce.applications.vision import access, pipeline
-    from scarce.applications.vision.classifier import ClassifierConfig
+    from scarce.applications.vision.classifier import ClassifierConfig, load_classifier, save_classifier
     from scarce.applications.vision.protocol import get_preset
     from scarce.errors import ScarceWarning
 
@@ -277,20 +278,41 @@ def test_a_resumed_run_loads_the_surrogate_without_asking_the_target_again(monke
     def build(p=preset):
         return pipeline._surrogate(p, splits, config, target, tmp_path, lambda *_: None)
 
-    first = build()
+    def weights(model):
+        return [t.clone() for t in model.state_dict().values()]
+
+    def same(a, b):
+        return all(torch.equal(x, y) for x, y in zip(a, b))
+
+    first = weights(build())
     (pointer,) = tmp_path.glob("surrogate-*.json")
     second = build()                                              # resumed: no label query, the same network
-    assert len(calls) == 1 and second.fingerprint == first.fingerprint and second.from_cache
-    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values()))
-    build(replace_queries(preset, 20))                                # other distillation settings: rebuilt
-    assert len(calls) == 2
-    entry = json.loads(pointer.read_text())
-    pointer.write_text(json.dumps(entry | {"sha256": "f" * 64}))      # tampered: not trusted
+    assert len(calls) == 1 and second.from_cache and same(weights(second), first)
+    build(replace_queries(preset, 20))                            # other distillation settings: their own
+    assert len(calls) == 2 and len(list(tmp_path.glob("surrogate-*.json"))) == 2
+
+    entry = json.loads(pointer.read_text())                       # a changed network file
+    network = tmp_path / f"{entry['fingerprint']}.safetensors"
+    changed = load_classifier(network)
+    with torch.no_grad():
+        next(changed.parameters()).add_(1.0)
+    save_classifier(changed, network, changed.training_info)
     with pytest.warns(ScarceWarning, match="does not hold the bytes"):
+        rebuilt = build()
+    assert len(calls) == 3 and same(weights(rebuilt), first)     # relabelled and retrained, not reloaded
+
+    other = next(q for q in tmp_path.glob("surrogate-*.json") if q != pointer)
+    elsewhere = json.loads(other.read_text())                     # redirected to the 20-query network
+    redirected = json.loads(pointer.read_text()) | {k: elsewhere[k] for k in ("fingerprint", "sha256")}
+    pointer.write_text(json.dumps(redirected))
+    with pytest.warns(ScarceWarning, match="training-set size"):
         build()
-    target.fingerprint = None                                         # no fingerprint: nothing reused
+    assert len(calls) == 4 and (tmp_path / f"{elsewhere['fingerprint']}.safetensors").is_file()
+
+    target.fingerprint = None                                     # no fingerprint: nothing reused
     build()
-    assert len(calls) == 4
+    assert len(calls) == 5
+
 
 def replace_queries(preset, n):
     from dataclasses import replace

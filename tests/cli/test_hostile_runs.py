@@ -315,6 +315,18 @@ def test_vision_allow_large_overrides_the_resource_bounds():
     assert "allow_large" not in preset.config()  # the override changes no number
 
 
+def test_vision_training_work_counts_the_whole_epochs_training_runs():
+    """train_classifier runs max(epochs, ceil(min_steps / steps_per_epoch)) whole epochs; the tiny
+    preset (3,500 embedded images, batch 64, epochs 1, min_steps 60) runs 2, three passes an image;
+    a label-only run trains a surrogate even without distillation queries."""
+    from scarce.applications.vision.limits import estimate_resources
+    from scarce.applications.vision.protocol import get_preset
+
+    parts = estimate_resources(get_preset("tiny"))["training_parts"]
+    assert list(parts.values()) == [3 * 2 * 3500, 0]
+    labels_only = estimate_resources(get_preset("tiny", access="labels", surrogate_queries=0))["training_parts"]
+    assert list(labels_only.values()) == [3 * 2 * 3500, 3 * 2 * 3500]
+
 def test_vision_numpy_scalar_settings_become_python_numbers():
     from scarce.applications.vision.protocol import get_preset
 

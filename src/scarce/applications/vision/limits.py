@@ -53,9 +53,11 @@ def _classifier_bytes(classifier: dict[str, Any]) -> dict[str, int]:
 
 def _training_passes(classifier: dict[str, Any], images: int) -> int:
     """Image passes of :func:`~scarce.applications.vision.classifier.train_classifier` on ``images``:
-    ``max(epochs * images, min_steps * batch_size)`` images seen, three passes each."""
-    seen = max(int(classifier["epochs"]) * images, int(classifier["min_steps"]) * int(classifier["batch_size"]))
-    return 3 * seen
+    it runs ``max(epochs, ceil(min_steps / ceil(images / batch_size)))`` whole epochs, and each
+    image seen costs three passes (forward and backward)."""
+    steps_per_epoch = -(-images // max(int(classifier["batch_size"]), 1))
+    epochs = max(int(classifier["epochs"]), -(-int(classifier["min_steps"]) // max(steps_per_epoch, 1)))
+    return 3 * epochs * images
 
 
 def _ss_queries(samples: int, levels: int) -> int:
@@ -82,7 +84,8 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
     ss = _ss_queries(int(m.ss_samples), int(m.max_levels))
     amls = int(m.amls_samples) * (1 + int(m.max_levels) * int(m.amls_steps))
     harvest_seeds = int(preset.n_train_seeds) + max(2, int(preset.n_train_seeds) // 4)
-    distill = int(getattr(preset, "surrogate_queries", 0)) if getattr(preset, "access", "logits") == "labels" else 0
+    labels_only = getattr(preset, "access", "logits") == "labels"
+    distill = int(getattr(preset, "surrogate_queries", 0)) if labels_only else 0
     queries = {
         "smc (n_candidates x methods.smc_samples)": candidates * int(m.smc_samples),
         "harvest (n_train_seeds x harvest_max_queries)": harvest_seeds * int(preset.harvest_max_queries),
@@ -111,7 +114,7 @@ def estimate_resources(preset: Any) -> dict[str, Any]:
     training = {
         "classifier training (classifier.epochs, min_steps, batch_size)": _training_passes(classifier, train_images),
         "surrogate training (classifier.epochs on surrogate_queries and the training set)":
-            _training_passes(classifier, train_images + distill) if distill else 0,
+            _training_passes(classifier, train_images + distill) if labels_only else 0,
     }
     return {"memory": sum(memory.values()), "queries": sum(queries.values()), "training": sum(training.values()),
             "memory_parts": memory, "query_parts": queries, "training_parts": training,

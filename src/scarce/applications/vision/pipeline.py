@@ -181,20 +181,22 @@ def _surrogate(preset: Any, splits: Any, config: Any, classifier: Any, cache: Pa
     the same family trained on it, and on the target's answers around it
     (:func:`~scarce.applications.vision.access.distillation_set`), is the encoder the rulers read.
     A resumed run loads the surrogate through a pointer file named for everything its training
-    data follow from (:func:`_surrogate_pointer`), so the target is not asked for its labels again.
+    data follow from (:func:`_surrogate_recipe`), so the target is not asked for its labels again.
     """
     from scarce.applications.vision.classifier import accuracy, train_classifier
 
     surrogate_config = replace(config, seed=config.seed + 1)
-    pointer = _surrogate_pointer(preset, classifier, surrogate_config, cache)
-    surrogate = _pointed_surrogate(pointer, cache, surrogate_config)
+    recipe = _surrogate_recipe(preset, classifier, surrogate_config)
+    pointer = None if recipe is None else cache / f"surrogate-{recipe[:32]}.json"
+    n_train = len(splits.train_labels) + int(preset.surrogate_queries)
+    surrogate = _pointed_surrogate(pointer, cache, surrogate_config, recipe, n_train)
     if surrogate is None:
         images, labels = _surrogate_data(preset, splits, classifier, log)
         surrogate = train_classifier(images, labels, surrogate_config, cache_dir=cache)
-        fingerprint = getattr(surrogate, "fingerprint", None)
-        if pointer is not None and fingerprint and (cache / f"{fingerprint}.safetensors").is_file():
-            digest = hashlib.sha256((cache / f"{fingerprint}.safetensors").read_bytes()).hexdigest()
-            atomic_write_text(pointer, json.dumps({"fingerprint": fingerprint, "sha256": digest}))
+        network = cache / f"{getattr(surrogate, 'fingerprint', None)}.safetensors"
+        if pointer is not None and network.is_file():
+            atomic_write_text(pointer, json.dumps({"recipe": recipe, "fingerprint": surrogate.fingerprint,
+                                                   "sha256": _sha256(network), "n_train": n_train}))
     log(f"surrogate (label-only access): test accuracy "
         f"{accuracy(surrogate, splits.test_images, splits.test_labels):.4f}, seed {surrogate_config.seed}")
     return surrogate
@@ -216,45 +218,71 @@ def _surrogate_data(preset: Any, splits: Any, classifier: Any, log: Any) -> tupl
     return images, labels
 
 
-def _surrogate_pointer(preset: Any, classifier: Any, config: Any, cache: Path) -> Path | None:
-    """``cache/surrogate-<key>.json``, the key a hash of what the surrogate's training data and
-    settings follow from: the target (its fingerprint covers its own config and training data,
-    which are the surrogate's training images too), the distillation settings, their seed and the
-    surrogate's config. None for a target without a fingerprint: then nothing is reused."""
-    target = getattr(classifier, "fingerprint", None)
-    if not target:
+#: Raised when the way the distillation set is drawn changes, so older pointers stop matching.
+_SURROGATE_RECIPE_VERSION = 1
+
+
+def _surrogate_recipe(preset: Any, classifier: Any, config: Any) -> str | None:
+    """A hash of what the surrogate's training data and settings follow from: the target's weights
+    (its labels), its fingerprint (its config and training data, which are the surrogate's training
+    images too), the distillation settings and their seed, and the surrogate's config. None for a
+    target without a fingerprint or weights to hash: then nothing is reused."""
+    target, state = getattr(classifier, "fingerprint", None), getattr(classifier, "state_dict", None)
+    if not target or state is None:
         return None
-    recipe = {"target": target, "config": config.to_dict(), "noise": str(preset.noise), "scale": float(preset.scale),
+    weights = hashlib.sha256()
+    for name, tensor in state().items():
+        weights.update(name.encode())
+        weights.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    recipe = {"target": target, "weights": weights.hexdigest(), "config": config.to_dict(),
+              "noise": str(preset.noise), "scale": float(preset.scale),
               "scales": [float(m) for m in preset.surrogate_scales], "queries": int(preset.surrogate_queries),
-              "seed": int(preset.seed), "stream": _SURROGATE_STREAM}
-    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:32]
-    return cache / f"surrogate-{key}.json"
+              "seed": int(preset.seed), "stream": _SURROGATE_STREAM, "version": _SURROGATE_RECIPE_VERSION}
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
 
 
-def _pointed_surrogate(pointer: Path | None, cache: Path, config: Any) -> Any:
-    """The surrogate a pointer names, if its file still holds the bytes the pointer recorded and
-    its recorded config is ``config``; otherwise None (with a warning when a pointer was unusable)."""
+class _StaleNetwork(ScarceError):
+    """The network file a surrogate pointer names is not the one it recorded."""
+
+
+def _pointed_surrogate(pointer: Path | None, cache: Path, config: Any, recipe: str | None, n_train: int) -> Any:
+    """The surrogate a pointer names when the pointer was written for ``recipe``, the file still
+    holds the bytes it recorded, and the network's recorded config and training-set size are this
+    run's; otherwise None, with a warning. A network file that fails its checksum is removed, so
+    that training does not load it back from the cache under its fingerprint."""
     from scarce.applications.vision.classifier import load_classifier
 
     if pointer is None or not pointer.is_file():
         return None
+    path = None
     try:
         entry = json.loads(pointer.read_text(encoding="utf-8"))
+        if not isinstance(entry, dict) or entry.get("recipe") != recipe:
+            raise ScarceError("it was written for other surrogate settings")
         fingerprint, digest = str(entry["fingerprint"]), str(entry["sha256"])
         if not fingerprint.isalnum():
             raise ScarceError(f"the fingerprint {fingerprint!r} is not a file name")
         path = cache / f"{fingerprint}.safetensors"
-        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            raise ScarceError(f"{path.name} does not hold the bytes the pointer recorded")
+        if _sha256(path) != digest:
+            raise _StaleNetwork(f"{path.name} does not hold the bytes the pointer recorded")
         model = load_classifier(path)
-        if model.training_info.get("config") != config.to_dict():
-            raise ScarceError("its recorded config differs from the requested one")
+        info = model.training_info if isinstance(model.training_info, dict) else {}
+        if info.get("config") != config.to_dict() or info.get("n_train") != n_train:
+            raise ScarceError("its network's recorded config or training-set size is not this run's")
     except (ScarceError, OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         warnings.warn(f"ignoring the surrogate pointer {pointer} ({exc}); rebuilding the surrogate", ScarceWarning,
                       stacklevel=3)
+        pointer.unlink(missing_ok=True)
+        if isinstance(exc, _StaleNetwork) and path is not None:
+            path.unlink(missing_ok=True)
+            path.with_suffix(".json").unlink(missing_ok=True)
         return None
     model.fingerprint, model.from_cache = fingerprint, True
     return model
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _model(classifier: Any, surrogate: Any, head: Any, device: str) -> Any:
