@@ -188,14 +188,14 @@ def error_bars_table(table: Any) -> str:
     lines = ["| method | seeds x runs | not reached | thin evidence | 95% CI holds MC truth | of runs | "
              "Wilson 95% interval |", "|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
-        runs, held = _count(r.get("ci_holds_runs")), _count(r.get("ci_holds_count"))
+        runs, held = _cell_count(r.get("ci_holds_runs")), _cell_count(r.get("ci_holds_count"))
         lines.append(f"| {r['name']} | {int(r.seeds)} x {format_cell(r.runs, '.3g')} | {int(r.not_reached)} "
                      f"| {int(r.thin_evidence)} | {format_cell(r.ci_holds, '.2f')} | "
                      f"{f'{held} of {runs}' if runs else '-'} | {_wilson(held, runs)} |")
     return "\n".join(lines)
 
 
-def _count(value: Any) -> int:
+def _cell_count(value: Any) -> int:
     """A count cell as an int: 0 where a table lacks it (an older one) or holds NaN."""
     return 0 if value is None or value != value else int(value)
 

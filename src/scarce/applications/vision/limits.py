@@ -142,11 +142,12 @@ def check_resources(preset: Any) -> dict[str, Any]:
     estimate = estimate_resources(preset)
     if getattr(preset, "allow_large", False):
         return estimate
-    for kind, bound, show in (("memory", MAX_MEMORY_BYTES, _gib), ("queries", MAX_QUERIES, _count),
-                              ("training", MAX_TRAINING_PASSES, _passes)):
+    for kind, part_key, bound, show in (("memory", "memory_parts", MAX_MEMORY_BYTES, _gib),
+                                        ("queries", "query_parts", MAX_QUERIES, _count),
+                                        ("training", "training_parts", MAX_TRAINING_PASSES, _passes)):
         total = estimate[kind]
         if total > bound:
-            parts = estimate[{"memory": "memory_parts", "queries": "query_parts", "training": "training_parts"}[kind]]
+            parts = estimate[part_key]
             worst = max(parts, key=parts.get)
             raise ScarceError(
                 f"this vision configuration needs an estimated {show(total)}, above the bound "
