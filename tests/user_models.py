@@ -42,6 +42,17 @@ def cnn() -> torch.nn.Module:
     return _fill(SmallColourCNN(), seed=1)
 
 
+def mlp_surrogate(relative: float = 0.1, seed: int = 5) -> torch.nn.Module:
+    """The MLP with every weight moved by ``relative`` times its tensor's mean size: a user's own
+    network trained on the same task, whose boundary is near the target's but not on it."""
+    surrogate = mlp()
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for p in surrogate.parameters():
+            p.add_(torch.from_numpy(rng.normal(0.0, 1.0, p.shape)).float() * relative * p.abs().mean())
+    return surrogate
+
+
 # Seeds whose failure probability is about 3e-3 (MLP, scale 0.25) and 1.5e-3 (CNN, scale 0.15)
 X_MLP = np.random.default_rng(13).uniform(size=(3, 4, 4))
 X_CNN = np.random.default_rng(0).uniform(size=(3, 16, 16))

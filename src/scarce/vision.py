@@ -8,6 +8,8 @@
   ``x0`` of any shape, Gaussian or uniform L-infinity noise (or your own transform), failure as
   misclassification, a targeted class or your own function of the logits; Subset Simulation
   with the exact terminal event, batched forward passes, on the GPU with ``device="auto"``.
+* ``target=``: a classifier that answers with labels only (a function of a batch, or an object
+  with ``predict_labels``); the failure is its decision, and your own network supplies the levels.
 * :func:`harvest` and :meth:`Harvest.fit_ruler`: labelled embeddings of any named layer on
   perturbed training inputs, and a (class-conditioned) ruler fitted on them, for
   ``score=ruler`` (SCARCE).

@@ -265,3 +265,61 @@ def test_the_margin_keeps_the_precision_of_the_logits():
     logits = np.array([[1.0, 2.5, 0.5], [3.0, 1.0, 2.0]], dtype=np.float32)
     assert margin(logits, 0).dtype == np.float32
     assert margin(logits, 0).tolist() == (np.delete(logits, 0, axis=1).max(axis=1) - logits[:, 0]).tolist()
+
+
+class _Answers:
+    """A deployed classifier seen through ``predict_labels`` only (numpy answers)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model, self.calls = model, 0
+
+    def predict_labels(self, x: torch.Tensor) -> np.ndarray:
+        self.calls += len(x)
+        with torch.inference_mode():
+            return self.model(x).argmax(1).numpy()
+
+
+def test_a_label_only_target_with_the_model_as_its_surrogate_gives_the_logit_runs_result():
+    model = cnn()
+    common = dict(scale=0.15, n_samples=300, device="cpu", seed=1)
+    logits = sv.failure_probability(model, X_CNN, **common)
+    answers = _Answers(model)
+    labels = sv.failure_probability(model, X_CNN, target=answers, score="surrogate_margin", **common)
+    # the surrogate's margin is the target's own here, so the runs are the same runs
+    assert labels.probability == logits.probability and labels.cov == logits.cov
+    assert labels.n_queries == logits.n_queries
+    # every input the target labelled is counted: the run's queries and the setup's
+    assert answers.calls == labels.n_queries + labels.info["setup_queries"]
+    as_function = sv.failure_probability(model, X_CNN, target=lambda x: model(x).argmax(1),
+                                         score="surrogate_margin", **common)
+    assert as_function.probability == logits.probability
+
+
+def test_a_label_only_target_is_refused_with_the_margin_a_logit_model_or_a_non_callable():
+    model = cnn()
+    common = dict(scale=0.15, n_samples=300, device="cpu")
+    with pytest.raises(ScarceError, match="score='margin' reads the logits"):
+        sv.failure_probability(model, X_CNN, target=_Answers(model), **common)
+    with pytest.raises(ScarceError, match=r"shape \(2, 6\): logits or probabilities"):
+        sv.failure_probability(model, X_CNN, target=model, score="surrogate_margin", **common)
+    with pytest.raises(ScarceError, match="gives its logits: pass it as model="):
+        sv.failure_probability(model, X_CNN, target=sv.vision_model(model, X_CNN.shape, device="cpu"),
+                               score="surrogate_margin", **common)
+    with pytest.raises(ScarceError, match="target must be callable"):
+        sv.failure_probability(model, X_CNN, target="api", score="surrogate_margin", **common)
+    with pytest.raises(ScarceError, match=r"labels outside 0\.\.5"):
+        sv.failure_probability(model, X_CNN, target=lambda x: np.full(len(x), 9), score="surrogate_margin",
+                               **common)
+
+
+def test_a_label_only_harvest_flags_rows_by_the_targets_decisions():
+    model = cnn()
+    train = np.random.default_rng(7).uniform(0.2, 0.8, size=(3, 3, 16, 16))
+    common = dict(scale=0.15, features="block2", n_samples=200, device="cpu", seed=0)
+    logits = sv.harvest(model, train, **common)
+    same = sv.harvest(model, train, target=_Answers(model), **common)
+    assert np.array_equal(same.embeddings, logits.embeddings) and np.array_equal(same.failed, logits.failed)
+    # a target that always answers class 2: the labels default to it, and no row fails
+    constant = sv.harvest(model, train, target=lambda x: np.full(len(x), 2), **common)
+    assert constant.n_failures == 0 and set(constant.groups) == {2}
+    assert constant.embeddings.shape[1] == logits.embeddings.shape[1]

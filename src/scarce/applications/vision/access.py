@@ -37,7 +37,7 @@ from scarce.applications.vision.problem import ForwardOutputs, ForwardTimer, Vis
 from scarce.errors import ScarceError
 from scarce.seeding import SeedLike
 
-__all__ = ["ACCESS_MODES", "LabelOnlyModel", "LabelOracle", "distillation_set", "positive_factors"]
+__all__ = ["ACCESS_MODES", "LabelFunction", "LabelOnlyModel", "LabelOracle", "distillation_set", "positive_factors"]
 
 #: How the classifier under test may be queried: its logits, or only its labels.
 ACCESS_MODES = ("logits", "labels")
@@ -69,6 +69,34 @@ class LabelOracle:
         with torch.inference_mode():
             logits, _ = self._classifier.logits_and_features(x)
         return logits.argmax(dim=1)
+
+
+class LabelFunction:
+    """A plain function as the classifier under test: ``fn(x) -> n`` integer labels for a batch.
+
+    ``x`` is a torch tensor ``(n, *input_shape)`` on the run's device; the answer may be a
+    tensor, an array or a list. A function that answers with a 2-D array (logits or
+    probabilities) is refused on its first call: a classifier that gives its logits is the
+    ``model`` of :func:`scarce.vision.failure_probability`, not its ``target``.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        if not callable(fn):
+            raise ScarceError(f"target must be callable (a batch to labels) or have predict_labels(x); "
+                              f"got {type(fn).__name__}")
+        self._fn = fn
+
+    def predict_labels(self, x: Any) -> Any:
+        import torch
+
+        with torch.inference_mode():  # a function of a torch model must not build autograd graphs
+            answer = self._fn(x)
+        shape = tuple(getattr(answer, "shape", np.shape(answer)))
+        if len(shape) == 2 and shape[1] > 1:
+            raise ScarceError(f"target answered a batch of {shape[0]} with shape {shape}: logits or probabilities, "
+                              "not labels; a classifier that gives its logits is model=, and target= is for one "
+                              "that answers with labels only")
+        return answer
 
 
 def distillation_set(target: Any, images: np.ndarray, noise: str, scale: float, multiples: tuple[float, ...],

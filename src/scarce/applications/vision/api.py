@@ -12,6 +12,17 @@ variance, never the target. :func:`harvest` collects labelled embeddings from a 
 training inputs, from which a (conditioned) ruler is fitted in one call
 (:meth:`Harvest.fit_ruler`) and passed back as ``score=ruler`` (SCARCE).
 
+Label-only access. A deployed classifier often answers with its decision alone. Given as
+``target`` (a function from a torch batch to labels, or an object with ``predict_labels``), it
+decides every failure, and every input it labels is a counted query; ``model`` is then the
+user's own network, a surrogate that only sets the levels: its logit margin
+(``score="surrogate_margin"``) or a ruler on one of its layers. Since the failure flag is the
+target's, a poor surrogate costs variance and never correctness; one trained on the target's
+answers to perturbed training inputs
+(:func:`scarce.applications.vision.access.distillation_set`) follows the target's boundary
+where the failures are (Papernot et al. 2017 train such a substitute from label queries).
+``label`` then defaults to the target's decision on ``x0``.
+
 >>> import numpy as np, torch
 >>> _ = torch.manual_seed(0)
 >>> model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
@@ -57,6 +68,21 @@ def vision_model(model: Any, input_shape: Sequence[int], *, features: str | None
         else TorchClassifier(model, features=features)
     return VisionModel(classifier, n_classes=None, image_shape=tuple(int(s) for s in input_shape),
                        device=device, batch_size=batch_size)
+
+
+def _engine_model(model: Any, input_shape: Sequence[int], features: str | None, device: str,
+                  batch_size: int | None, target: Any) -> Any:
+    """``model`` for the engine, or, with a label-only ``target``, the target beside ``model`` as its surrogate."""
+    engine_model = vision_model(model, input_shape, features=features, device=device, batch_size=batch_size)
+    if target is None:
+        return engine_model
+    from scarce.applications.vision.access import LabelFunction, LabelOnlyModel
+
+    gives_logits = hasattr(target, "logits_and_features") and not hasattr(target, "predict_labels")
+    if isinstance(target, VisionModel) or gives_logits:
+        raise ScarceError("target= is the classifier under test when it answers with labels only; this one gives its "
+                          "logits: pass it as model= and leave target out")
+    return LabelOnlyModel(target if hasattr(target, "predict_labels") else LabelFunction(target), engine_model)
 
 
 def _noise(noise: Any, scale: float, clip: tuple[float, float] | None, shape: tuple[int, ...]) -> Any:
@@ -128,6 +154,7 @@ def failure_probability(
     device: str = "auto",
     batch_size: int | None = None,
     callback: Callable[..., None] | None = None,
+    target: Any = None,
 ) -> EstimateResult:
     """Estimate the probability that ``model`` fails on ``x0`` under random input noise.
 
@@ -145,9 +172,10 @@ def failure_probability(
         The correct class of ``x0``; default: the model's own prediction on it.
     noise, scale : "gaussian", "uniform" or callable; float
         ``clip(x0 + scale u)``, ``clip(x0 + scale (2 Phi(u) - 1))``, or ``fn(x0, u)`` (a batch).
-    score : "margin" or fitted ruler
-        The levels' score: the event's logit margin, or ``ruler.score_samples`` of the
-        ``features`` embedding (a class-conditioned ruler uses the group of ``label``).
+    score : "margin", "surrogate_margin" or fitted ruler
+        The levels' score: the event's logit margin (``model``'s, with a ``target``), or
+        ``ruler.score_samples`` of the ``features`` embedding (a class-conditioned ruler uses the
+        group of ``label``).
     failure : "misclassification", FailureEvent or callable
         ``Targeted(k)``: a decision for class ``k``; ``fn(logits) -> bool (n,)``: a user event
         (its levels need a ruler, or a ``LogitsEvent`` with a score).
@@ -159,17 +187,33 @@ def failure_probability(
         Samples per level of ``SubsetSimulation(n_samples)``, or any estimator to use instead.
     seed, device, callback :
         Same seed, same result (per device kind); ``"auto"``: CUDA when present; per-level hook.
+    target : callable or object with ``predict_labels``, optional
+        The classifier under test when it answers with labels only: ``target(x)`` maps a torch
+        batch ``(n, *x0.shape)`` to ``n`` labels. Its decision is the failure, and ``model``, your
+        own network, only sets the levels (module notes, "Label-only access").
     """
+    problem, setup = _problem(model, x0, label, noise=noise, scale=scale, clip=clip, score=score, failure=failure,
+                              features=features, device=device, batch_size=batch_size, target=target)
+    estimator = SubsetSimulation(n_samples=n_samples) if estimator is None else _check_estimator(estimator)
+    result = estimator.estimate(problem, seed=seed, **({} if callback is None else {"callback": callback}))
+    return replace(result, info={**result.info, "setup_queries": setup})
+
+
+def _problem(model: Any, x0: Any, label: Any, *, noise: Any, scale: float, clip: Any, score: Any, failure: Any,
+             features: str | None, device: str, batch_size: int | None, target: Any) -> tuple[Any, int]:
+    """The rare-event problem of :func:`failure_probability`, and the model queries its set-up made."""
     x = _input(x0)
-    engine_model = vision_model(model, x.shape, features=features, device=device, batch_size=batch_size)
+    if target is not None and isinstance(score, str) and score == "margin":
+        raise ScarceError("score='margin' reads the logits of the classifier under test, and target= answers with "
+                          "labels only: pass score='surrogate_margin' (the margin of model=, your own network) or a "
+                          "ruler fitted on the features of model=")
+    engine_model = _engine_model(model, x.shape, features, device, batch_size, target)
     chosen = _label(engine_model, x, label)
     problem = perturbation_problem(engine_model, x, chosen, _noise(noise, scale, clip, x.shape), score=score,
                                    event=make_event(failure))
     _check_ruler_width(score, engine_model, x, chosen, features)
-    setup = engine_model.timer.points + 2  # the label pass, the width check and the two-input shape probe
-    estimator = SubsetSimulation(n_samples=n_samples) if estimator is None else _check_estimator(estimator)
-    result = estimator.estimate(problem, seed=seed, **({} if callback is None else {"callback": callback}))
-    return replace(result, info={**result.info, "setup_queries": setup})
+    # the label pass and the width check, then two inputs: model's shape probe, or a target's answer check
+    return problem, engine_model.timer.points + 2
 
 
 def _check_estimator(estimator: Any) -> Any:
@@ -218,7 +262,7 @@ class Harvest:
         return make_ruler(name, by=by, **params).fit(self.embeddings, y, groups=self.groups)
 
 
-def _harvest_one(engine_model: VisionModel, x: np.ndarray, label: int, perturbation: Any, event: Any,
+def _harvest_one(engine_model: Any, x: np.ndarray, label: int, perturbation: Any, event: Any,
                  estimator: SubsetSimulation, seed: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray, Any]:
     embeddings: list[np.ndarray] = []
     flags: list[np.ndarray] = []
@@ -227,7 +271,9 @@ def _harvest_one(engine_model: VisionModel, x: np.ndarray, label: int, perturbat
         embeddings.append(out.embedding)
         flags.append(np.asarray(failed, dtype=bool))
 
-    problem = perturbation_problem(engine_model, x, label, perturbation, event=event, record=record)
+    # a label-only target has no margin: the levels then follow the surrogate's
+    score = "surrogate_margin" if getattr(engine_model, "access", "logits") == "labels" else "margin"
+    problem = perturbation_problem(engine_model, x, label, perturbation, score=score, event=event, record=record)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScarceWarning)
         result = estimator.estimate(problem, seed=seed)
@@ -250,6 +296,7 @@ def harvest(
     seed: SeedLike = 0,
     device: str = "auto",
     batch_size: int | None = None,
+    target: Any = None,
 ) -> Harvest:
     """Labelled embeddings of ``model``'s ``features`` layer on perturbed ``inputs``.
 
@@ -261,12 +308,16 @@ def harvest(
 
     ``inputs`` has shape ``(m, *input_shape)``; ``labels`` their correct classes (default: the
     model's predictions). Each input runs on its own child of ``SeedSequence(seed)``.
+
+    With a label-only ``target`` (as in :func:`failure_probability`), the rows are flagged by the
+    target's decisions, the embeddings come from ``model`` (your surrogate), whose margin sets the
+    harvest's levels, and ``labels`` default to the target's predictions.
     """
     xs = _input(inputs)
     if xs.ndim < 2:
         raise ScarceError(f"inputs must be a batch (m, *input_shape), got shape {xs.shape}")
     check_positive_int("max_normal_per_input", max_normal_per_input)
-    engine_model = vision_model(model, xs.shape[1:], features=features, device=device, batch_size=batch_size)
+    engine_model = _engine_model(model, xs.shape[1:], features, device, batch_size, target)
     given = [None] * len(xs) if labels is None else _labels(labels, len(xs))
     perturbation = _noise(noise, scale, clip, xs.shape[1:])
     estimator = SubsetSimulation(n_samples=n_samples, max_queries=max_queries)
