@@ -151,3 +151,51 @@ def test_a_sixteen_bit_png_reads_to_its_true_values(project):
 
     Image.fromarray(np.full((8, 8), 32768, dtype=np.uint16)).save(project / "deep.png")
     assert abs(read_input(project / "deep.png").max() - 0.5) < 1e-4 and read_input(project / "deep.png").shape == (1, 8, 8)
+
+
+LABELS = '''
+import torch
+
+from userpkg.models import build
+
+_deployed = build()
+
+
+def answers(x):
+    return _deployed(x).argmax(1)
+
+
+def logits(x):
+    return _deployed(x)
+
+
+NOT_CALLABLE = 3
+'''
+
+
+def test_a_label_only_classifier_named_by_labels_from_gives_the_logit_runs_result(project):
+    """The deployed model is the factory's own network with the same weights, seen through its labels:
+    with --model as its own surrogate, the run is the logit run."""
+    (project / "userpkg" / "deployed.py").write_text(LABELS + 'from safetensors.torch import load_file\n'
+                                                     '_deployed.load_state_dict(load_file("model.safetensors"))\n')
+    common = ["--model", "userpkg.models:build", "--weights", "model.safetensors", "--input", "x.npy",
+              "--device", "cpu", "--scale", "0.3", "--n-samples", "300", "--json"]
+    logit = runner.invoke(app, ["vision", "estimate", *common])
+    label = runner.invoke(app, ["vision", "estimate", *common, "--labels-from", "userpkg.deployed:answers"])
+    assert logit.exit_code == 0 and label.exit_code == 0, label.output
+    first, second = (json.loads(out.stdout) for out in (logit, label))
+    assert second["probability"] == first["probability"] and second["n_queries"] == first["n_queries"]
+
+
+@pytest.mark.parametrize("path, message", [
+    ("userpkg.deployed", "--labels-from must be 'package.module:function'"),
+    ("userpkg.deployed:answer", "has no attribute 'answer'; did you mean answers?"),
+    ("userpkg.deployed:NOT_CALLABLE", "must name a function from a batch to labels"),
+    ("userpkg.deployed:logits", "logits or probabilities, not labels"),
+])
+def test_a_bad_labels_from_path_is_named(project, path, message):
+    (project / "userpkg" / "deployed.py").write_text(LABELS)
+    out = runner.invoke(app, ["vision", "estimate", "--model", "userpkg.models:build", "--input", "x.npy",
+                              "--device", "cpu", "--labels-from", path])
+    assert out.exit_code == 2, out.output
+    assert message in " ".join(out.output.split())

@@ -3,7 +3,10 @@
 ``scarce vision estimate --model mypkg.models:build --weights model.safetensors --input image.png --scale 0.2``
 builds the model, loads its weights (safetensors only), reads the input, estimates the probability
 that the model fails under the noise with Subset Simulation, and prints the level table and the
-result (``--json``: the result as JSON).
+result (``--json``: the result as JSON). With ``--labels-from package.module:name`` the classifier
+under test is that function of a batch, which answers with labels only, and the model is the
+user's own network whose margin sets the levels (:func:`scarce.vision.failure_probability`'s
+``target``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ def estimate(
     seed: int = typer.Option(0, help="Random seed (same seed, same result on the same device kind)."),
     device: str = typer.Option("auto", help="Where forward passes run: auto (CUDA when present), cpu, cuda or cuda:<i>."),
     batch_size: Optional[int] = typer.Option(None, help="Largest batch per forward pass (default 256 on CPU, 8192 on CUDA)."),
+    labels_from: Optional[str] = typer.Option(
+        None, "--labels-from", help="The classifier under test when it answers with labels only: package.module:name "
+        "of a function from a torch batch to labels (or an object with predict_labels). Its decisions are the "
+        "failures and the counted queries; --model is then your own network, whose margin sets the levels."),
     confidence: float = CONFIDENCE,
     delta: float = DELTA,
     json_output: bool = JSON_OUTPUT,
@@ -61,6 +68,7 @@ def estimate(
             warnings.simplefilter("always", ScarceWarning)
             result = _run(network, x0, json_output, label=label, failure=_failure(target), noise=noise, scale=scale,
                           clip=_numbers("--clip", clip), seed=seed, device=device, batch_size=batch_size,
+                          **_label_only(labels_from),
                           estimator=SubsetSimulation(n_samples=n_samples, level_probability=level_probability,
                                                      max_queries=max_queries))
     except (ScarceError, EvaluationError) as exc:  # EvaluationError: the model failed inside the run
@@ -68,6 +76,15 @@ def estimate(
     except OSError as exc:
         fail(describe_os_error(exc), exc)
     show_estimate(result, caught, json_output=json_output, confidence=confidence, delta=delta)
+
+
+def _label_only(labels_from: Optional[str]) -> dict:  # type: ignore[type-arg]
+    """The options of a label-only target: the target itself, and the levels on the surrogate's margin."""
+    if labels_from is None:
+        return {}
+    from scarce.applications.vision.loading import label_target
+
+    return {"target": label_target(labels_from), "score": "surrogate_margin"}
 
 
 def _failure(target: Optional[int]):  # type: ignore[no-untyped-def]

@@ -4,7 +4,8 @@ What ``scarce vision estimate`` loads, each step with an error that names the fi
 allowed:
 
 * the model is built by calling a factory named ``"package.module:function"`` with no
-  arguments (the current directory is importable, as with ``python -m``);
+  arguments (the current directory is importable, as with ``python -m``); a classifier that
+  answers with labels only is named the same way (``--labels-from``) and used as it is;
 * its weights load from a safetensors file only: a safetensors file holds tensors and a JSON
   header, never code, where a pickle (``.pt``, ``.pth``, ``.bin``, ``.ckpt``) can run any code
   when it is read. Keys and shapes must match the model exactly (strict loading);
@@ -25,36 +26,45 @@ import numpy as np
 
 from scarce.errors import ScarceError
 
-__all__ = ["build_model", "load_weights", "read_input"]
+__all__ = ["build_model", "import_object", "label_target", "load_weights", "read_input"]
 
 _PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl", ".pickle")
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+def import_object(option: str, path: str, name: str, what: str) -> Any:
+    """The object named ``"module.path:attribute"``, every failure an error naming ``option``.
+
+    ``name`` and ``what`` describe what the path must name (``"factory"``, "a function that
+    returns the torch.nn.Module"), for the error of a malformed one.
+    """
+    module_name, sep, attribute = str(path).partition(":")
+    if not sep or not module_name or not attribute:
+        raise ScarceError(f"{option} must be 'package.module:{name}' ({what}), got {path!r}")
+    if os.getcwd() not in sys.path:  # like `python -m`: the working directory's packages are importable
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ScarceError(f"{option} {path!r}: cannot import {module_name!r} ({exc}); run from the directory that "
+                          f"holds it or add that directory to PYTHONPATH") from exc
+    except Exception as exc:  # a syntax error or an error at import time in the user's module
+        raise ScarceError(f"{option} {path!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
+    found: Any = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            close = difflib.get_close_matches(part, [n for n in dir(found) if not n.startswith("_")], n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ScarceError(f"{option} {path!r}: {module_name} has no attribute {attribute!r}{hint}")
+        found = getattr(found, part)
+    return found
 
 
 def build_model(factory: str) -> Any:
     """Call the factory ``"module.path:function"`` and check that it returns a ``torch.nn.Module``."""
     import torch
 
-    module_name, sep, attribute = str(factory).partition(":")
-    if not sep or not module_name or not attribute:
-        raise ScarceError(f"--model must be 'package.module:factory' (a function that returns the torch.nn.Module), "
-                          f"got {factory!r}")
-    if os.getcwd() not in sys.path:  # like `python -m`: the working directory's packages are importable
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ScarceError(f"--model {factory!r}: cannot import {module_name!r} ({exc}); run from the directory that "
-                          f"holds it or add that directory to PYTHONPATH") from exc
-    except Exception as exc:  # a syntax error or an error at import time in the user's module
-        raise ScarceError(f"--model {factory!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
-    target: Any = module
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            close = difflib.get_close_matches(part, [n for n in dir(target) if not n.startswith("_")], n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise ScarceError(f"--model {factory!r}: {module_name} has no attribute {attribute!r}{hint}")
-        target = getattr(target, part)
+    target = import_object("--model", factory, "factory", "a function that returns the torch.nn.Module")
     try:
         model = target() if callable(target) and not isinstance(target, torch.nn.Module) else target
     except Exception as exc:  # the factory's own error, named
@@ -64,6 +74,21 @@ def build_model(factory: str) -> Any:
         raise ScarceError(f"--model {factory!r} must name a torch.nn.Module or a function returning one; it gave "
                           f"{type(model).__name__}")
     return model
+
+
+def label_target(path: str) -> Any:
+    """The classifier under test named ``"module.path:name"`` when it answers with labels only.
+
+    The name is used as it is, not called: a function from a torch batch to labels, or an object
+    with ``predict_labels`` (set-up such as loading a model or opening a connection belongs to
+    the module's import).
+    """
+    target = import_object("--labels-from", path, "function", "a function from a batch to labels, or an object "
+                           "with predict_labels")
+    if not (hasattr(target, "predict_labels") or callable(target)):
+        raise ScarceError(f"--labels-from {path!r} must name a function from a batch to labels or an object with "
+                          f"predict_labels; it names a {type(target).__name__}")
+    return target
 
 
 def load_weights(model: Any, path: str | os.PathLike[str]) -> Any:
