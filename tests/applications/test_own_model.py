@@ -11,7 +11,7 @@ import torch
 import scarce
 import scarce.vision as sv
 from scarce.errors import ScarceError
-from user_models import X_CNN, X_MLP, cnn, mlp  # noqa: E402
+from user_models import X_CNN, X_MLP, cnn, mlp, mlp_surrogate  # noqa: E402
 
 
 def test_the_one_call_on_a_sequential_mlp_reaches_the_failure_and_is_reproducible():
@@ -307,7 +307,7 @@ def test_a_label_only_target_is_refused_with_the_margin_a_logit_model_or_a_non_c
                                score="surrogate_margin", **common)
     with pytest.raises(ScarceError, match="target must be callable"):
         sv.failure_probability(model, X_CNN, target="api", score="surrogate_margin", **common)
-    with pytest.raises(ScarceError, match=r"labels outside 0\.\.5"):
+    with pytest.raises(ScarceError, match=r"the label 9, outside 0\.\.5"):
         sv.failure_probability(model, X_CNN, target=lambda x: np.full(len(x), 9), score="surrogate_margin",
                                **common)
 
@@ -323,3 +323,37 @@ def test_a_label_only_harvest_flags_rows_by_the_targets_decisions():
     constant = sv.harvest(model, train, target=lambda x: np.full(len(x), 2), **common)
     assert constant.n_failures == 0 and set(constant.groups) == {2}
     assert constant.embeddings.shape[1] == logits.embeddings.shape[1]
+
+
+def test_monte_carlo_through_a_label_only_target_counts_the_targets_failures_not_the_surrogates():
+    x = X_MLP
+    target, surrogate = mlp(), mlp_surrogate(relative=0.3)
+    common = dict(scale=0.6, device="cpu", seed=4, estimator=scarce.MonteCarlo(n_samples=4000))
+    direct = sv.failure_probability(target, x, **common)
+    through = sv.failure_probability(surrogate, x, target=lambda b: target(b).argmax(1), score="none",
+                                     label=int(target(torch.from_numpy(x[None]).float()).argmax()), **common)
+    own = sv.failure_probability(surrogate, x, **common)
+    assert through.n_failed == direct.n_failed and own.n_failed != direct.n_failed
+
+
+@pytest.mark.parametrize("target, message", [
+    (lambda x: 0, "returned a single value"),
+    (lambda x: np.zeros((len(x), 1), dtype=np.int64) + 9, "the label 9, outside 0..5: the surrogate network has 6"),
+    (type("Grad", (), {"predict_labels": lambda self, x: torch.nn.Linear(768, 6)(x.flatten(1))})(),
+     "logits or probabilities"),
+    (type("Broken", (), {"predict_labels": 3})(), "predict_labels must be callable"),
+    (lambda x: torch.nn.Linear(5, 2)(x),
+     r"the target raised RuntimeError on a batch of shape \(2, 3, 16, 16\), float32"),
+])
+def test_a_target_that_answers_wrongly_is_named_with_what_it_returned(target, message):
+    with pytest.raises(ScarceError, match=message):
+        sv.failure_probability(cnn(), X_CNN, target=target, score="surrogate_margin", scale=0.15, n_samples=300,
+                               device="cpu")
+
+
+def test_a_column_of_labels_is_read_as_labels():
+    model = cnn()
+    common = dict(scale=0.15, n_samples=300, device="cpu", seed=1, score="surrogate_margin")
+    flat = sv.failure_probability(model, X_CNN, target=lambda x: model(x).argmax(1), **common)
+    column = sv.failure_probability(model, X_CNN, target=lambda x: model(x).argmax(1, keepdim=True), **common)
+    assert column.probability == flat.probability

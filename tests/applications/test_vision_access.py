@@ -75,7 +75,7 @@ def test_margin_methods_are_refused_without_logits():
 
 @pytest.mark.parametrize("target, message", [
     (_cnn(0), "returns logits; give it as LabelOracle"),
-    (_Stub(0, as_logits=True), r"one integer label per image.*logits\? use access='logits'"),
+    (_Stub(0, as_logits=True), r"one integer label per input.*logits or probabilities\? .*access='logits'"),
     (object(), "must provide predict_labels"),
 ])
 def test_a_target_that_is_not_a_label_oracle_is_refused(target, message):
@@ -212,7 +212,7 @@ def test_distillation_set_with_more_scales_than_copies_draws_each_copy_once(nois
     ({"multiples": (float("nan"),)}, "multiples must be a non-empty list of positive finite numbers"),
     ({"n_queries": 0}, "n_queries"),
     ({"images": np.zeros((3, 784))}, r"images must have shape \(m, height, width\) with m >= 1, got \(3, 784\)"),
-    ({"target": _Stub(0, as_logits=True)}, r"one integer label per image, shape \(10,\); got float32"),
+    ({"target": _Stub(0, as_logits=True)}, r"one integer label per input, shape \(10,\); it returned float32"),
 ])
 def test_distillation_set_refuses_bad_input_by_name(kwargs, message):
     from scarce.applications.vision.access import distillation_set

@@ -74,8 +74,10 @@ class LabelOracle:
 class LabelFunction:
     """A plain function as the classifier under test: ``fn(x) -> n`` integer labels for a batch.
 
-    ``x`` is a torch tensor ``(n, *input_shape)`` on the run's device; the answer may be a
-    tensor, an array or a list. A function that answers with a 2-D array (logits or
+    ``x`` is a float32 torch tensor ``(n, *input_shape)`` on the run's device, passed in inference
+    mode; the answer may be a tensor, an array or a list. A torch model inside the function
+    should be in eval mode (a model in training mode changes as it answers: batch norm's running
+    statistics, dropout). A function that answers with a 2-D array (logits or
     probabilities) is refused on its first call: a classifier that gives its logits is the
     ``model`` of :func:`scarce.vision.failure_probability`, not its ``target``.
     """
@@ -87,10 +89,7 @@ class LabelFunction:
         self._fn = fn
 
     def predict_labels(self, x: Any) -> Any:
-        import torch
-
-        with torch.inference_mode():  # a function of a torch model must not build autograd graphs
-            answer = self._fn(x)
+        answer = self._fn(x)
         shape = tuple(getattr(answer, "shape", np.shape(answer)))
         if len(shape) == 2 and shape[1] > 1:
             raise ScarceError(f"target answered a batch of {shape[0]} with shape {shape}: logits or probabilities, "
@@ -190,19 +189,54 @@ def _label_batch(target: Any, x: np.ndarray) -> np.ndarray:
     """The target's labels for a batch of shape (n, 1, height, width), checked to be labels."""
     import torch
 
-    return _checked_labels([target.predict_labels(torch.from_numpy(np.ascontiguousarray(x)))], x.shape[0])
+    return _checked_labels([ask_target(target, torch.from_numpy(np.ascontiguousarray(x)))], x.shape[0])
+
+
+def ask_target(target: Any, batch: Any) -> Any:
+    """``target.predict_labels(batch)`` in inference mode, its answer detached from autograd.
+
+    Whatever the target raises becomes a :class:`~scarce.errors.ScarceError` that names the
+    batch it was given (shape, dtype, device), so a target that expects other inputs says so.
+    """
+    import torch
+
+    ask = getattr(target, "predict_labels", None)
+    if not callable(ask):
+        raise ScarceError(f"the target's predict_labels must be callable, got {type(ask).__name__}")
+    try:
+        with torch.inference_mode():
+            answer = ask(batch)
+    except ScarceError:
+        raise
+    except Exception as exc:  # the target's own error, with the batch it could not answer
+        raise ScarceError(f"the target raised {type(exc).__name__} on a batch of shape {tuple(batch.shape)}, "
+                          f"{str(batch.dtype).replace('torch.', '')} on {batch.device}: {exc}") from exc
+    return answer.detach() if hasattr(answer, "detach") else answer
+
+
+def _as_array(answer: Any) -> np.ndarray:
+    return answer.cpu().numpy() if hasattr(answer, "cpu") else np.asarray(answer)
 
 
 def _checked_labels(answers: list[Any], n: int, n_classes: int | None = None) -> np.ndarray:
-    """The target's answers for ``n`` images (tensors or arrays, one per batch) as int64 labels,
-    refused unless they are one integer per image (in ``0..n_classes - 1`` when given)."""
-    labels = np.concatenate([a.cpu().numpy() if hasattr(a, "cpu") else np.asarray(a) for a in answers])
+    """The target's answers for ``n`` images (tensors, arrays or lists, one per batch) as int64 labels,
+    refused unless they are one integer per image (in ``0..n_classes - 1`` when given); a column
+    ``(m, 1)`` of integers is read as ``m`` labels."""
+    parts = [_as_array(a) for a in answers]
+    parts = [a.reshape(-1) if a.ndim == 2 and a.shape[1] == 1 and a.dtype.kind in "iu" else a for a in parts]
+    if any(a.ndim == 0 for a in parts):
+        raise ScarceError(f"the target must return one integer label per input ({n} inputs); it returned a single "
+                          f"value ({parts[0].dtype})")
+    labels = np.concatenate(parts)
     if labels.shape != (n,) or labels.dtype.kind not in "iu":
-        raise ScarceError(
-            f"target.predict_labels must return one integer label per image, shape ({n},); got "
-            f"{labels.dtype} of shape {labels.shape}" + (" (logits? use access='logits')" if labels.ndim == 2 else ""))
+        hint = (" (logits or probabilities? a classifier that gives its logits is the model itself: model= in "
+                "scarce.vision, access='logits' in the protocol)" if labels.ndim == 2 else "")
+        raise ScarceError(f"the target must return one integer label per input, shape ({n},); it returned "
+                          f"{labels.dtype} of shape {labels.shape}" + hint)
     if n_classes is not None and labels.size and (labels.min() < 0 or labels.max() >= n_classes):
-        raise ScarceError(f"target.predict_labels returned labels outside 0..{n_classes - 1}")
+        bad = labels[(labels < 0) | (labels >= n_classes)][0]
+        raise ScarceError(f"the target returned the label {bad}, outside 0..{n_classes - 1}: the surrogate network "
+                          f"has {n_classes} classes, and the target's labels must be among them")
     return labels.astype(np.int64, copy=False)
 
 
@@ -269,7 +303,7 @@ class LabelOnlyModel:
         out = []
         for lo in range(0, x.shape[0], self.encoder.batch_size):
             batch = torch.from_numpy(np.ascontiguousarray(x[lo:lo + self.encoder.batch_size], dtype=np.float32))
-            out.append(self.target.predict_labels(batch.to(self.device).reshape(-1, *self.image_shape)))
+            out.append(ask_target(self.target, batch.to(self.device).reshape(-1, *self.image_shape)))
         return _checked_labels(out, x.shape[0], self.n_classes)
 
     def query_labels(self, x: np.ndarray) -> np.ndarray:

@@ -17,8 +17,9 @@ Label-only access. A deployed classifier often answers with its decision alone. 
 decides every failure, and every input it labels is a counted query; ``model`` is then the
 user's own network, a surrogate that only sets the levels: its logit margin
 (``score="surrogate_margin"``) or a ruler on one of its layers. Since the failure flag is the
-target's, a poor surrogate costs variance and never correctness; one trained on the target's
-answers to perturbed training inputs
+target's, the surrogate never changes what is estimated; a poor one makes the runs wider and
+more often flagged thin evidence (single estimates can then lie far from the truth, which their
+intervals say). One trained on the target's answers to perturbed training inputs
 (:func:`scarce.applications.vision.access.distillation_set`) follows the target's boundary
 where the failures are (Papernot et al. 2017 train such a substitute from label queries).
 ``label`` then defaults to the target's decision on ``x0``.
@@ -123,7 +124,7 @@ def _label(model: VisionModel, x0: np.ndarray, label: Any) -> int:
         return int(model.forward(x0.reshape(1, -1), 0, embed=False).predicted()[0])
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
         raise ScarceError(f"label must be a class index in 0..{model.n_classes - 1} of this {model.n_classes}-class "
-                          f"model (or None: the model's prediction on x0), got {label!r}")
+                          f"model (or None: the prediction on x0, the target's when one is given), got {label!r}")
     return int(label)
 
 
@@ -156,7 +157,7 @@ def failure_probability(
     callback: Callable[..., None] | None = None,
     target: Any = None,
 ) -> EstimateResult:
-    """Estimate the probability that ``model`` fails on ``x0`` under random input noise.
+    """Estimate the probability that ``model`` (or a label-only ``target``) fails on ``x0`` under random input noise.
 
     Returns an :class:`~scarce.results.EstimateResult`; its ``n_queries`` are the estimator's,
     and ``info["setup_queries"]`` counts the few inputs evaluated before (label, shape probe).
@@ -169,7 +170,7 @@ def failure_probability(
     x0 : array_like or torch.Tensor
         One input, in the shape the model takes without the batch axis (e.g. ``(3, 32, 32)``).
     label : int, optional
-        The correct class of ``x0``; default: the model's own prediction on it.
+        The correct class of ``x0``; default: the prediction on it of ``model`` (of ``target`` when given).
     noise, scale : "gaussian", "uniform" or callable; float
         ``clip(x0 + scale u)``, ``clip(x0 + scale (2 Phi(u) - 1))``, or ``fn(x0, u)`` (a batch).
     score : "margin", "surrogate_margin" or fitted ruler
@@ -188,9 +189,9 @@ def failure_probability(
     seed, device, callback :
         Same seed, same result (per device kind); ``"auto"``: CUDA when present; per-level hook.
     target : callable or object with ``predict_labels``, optional
-        The classifier under test when it answers with labels only: ``target(x)`` maps a torch
-        batch ``(n, *x0.shape)`` to ``n`` labels. Its decision is the failure, and ``model``, your
-        own network, only sets the levels (module notes, "Label-only access").
+        The classifier under test when it answers with labels only: ``target(x)`` maps a float32
+        torch batch ``(n, *x0.shape)`` on ``device`` to ``n`` labels (a model inside it in eval
+        mode). Its decision is the failure; ``model`` only sets the levels (module notes).
     """
     problem, setup = _problem(model, x0, label, noise=noise, scale=scale, clip=clip, score=score, failure=failure,
                               features=features, device=device, batch_size=batch_size, target=target)
@@ -205,8 +206,8 @@ def _problem(model: Any, x0: Any, label: Any, *, noise: Any, scale: float, clip:
     x = _input(x0)
     if target is not None and isinstance(score, str) and score == "margin":
         raise ScarceError("score='margin' reads the logits of the classifier under test, and target= answers with "
-                          "labels only: pass score='surrogate_margin' (the margin of model=, your own network) or a "
-                          "ruler fitted on the features of model=")
+                          "labels only: pass score='surrogate_margin' (the margin of model=, your own network), a "
+                          "ruler fitted on the features of model=, or score='none' with scarce.MonteCarlo")
     engine_model = _engine_model(model, x.shape, features, device, batch_size, target)
     chosen = _label(engine_model, x, label)
     problem = perturbation_problem(engine_model, x, chosen, _noise(noise, scale, clip, x.shape), score=score,
