@@ -663,3 +663,47 @@ def test_a_result_read_back_with_hostile_evidence_counts_still_gives_flags_and_a
     assert reason in (None, "lineages", "order") and result.thin_evidence is (reason is not None)
     assert any(f.startswith("thin evidence") for f in flags) is (reason is not None)
     assert 0.0 <= lo <= 1.0 and (math.isnan(hi) or lo <= hi <= 1.0)
+
+
+# -- a label-only target of the own-model API -----------------------------------------------------
+LABEL_KINDS = ("labels", "labels", "labels", "column", "list", "torch", "floats", "logits", "grad logits",
+               "short", "long", "out of range", "huge", "negative", "bools", "strings", "objects", "scalar",
+               "none", "raises")
+
+
+def _answer(kind: str, n: int, rng: np.random.Generator):  # type: ignore[no-untyped-def]
+    """What a target answers a batch of ``n`` with, for each kind of (mis)behaviour."""
+    labels = rng.integers(0, 4, size=n)
+    if kind == "raises":
+        raise RuntimeError("the service is down")
+    return {
+        "labels": labels, "column": labels[:, None], "list": labels.tolist(), "torch": torch.as_tensor(labels),
+        "floats": labels.astype(np.float64), "logits": rng.normal(size=(n, 4)),
+        "grad logits": torch.zeros((n, 4), requires_grad=True), "short": labels[:-1], "long": np.append(labels, 0),
+        "out of range": labels + 4, "huge": np.full(n, 2**40), "negative": -labels - 1,
+        "bools": labels > 1, "strings": labels.astype(str), "objects": np.array([None] * n, dtype=object),
+        "scalar": 1, "none": None,
+    }[kind]
+
+
+@hostile
+@given(kind=st.sampled_from(LABEL_KINDS), later=st.sampled_from(LABEL_KINDS), switch=st.integers(0, 3),
+       seed=st.integers(0, 2**31), as_object=st.booleans())
+def test_a_label_only_target_answering_anything_gives_a_result_or_a_scarce_error(kind, later, switch, seed,
+                                                                                  as_object):
+    """The first ``switch`` answers are of one kind and the rest of another, so a target that passes
+    the probe and misbehaves mid-run is covered; a valid run must give a probability in [0, 1]."""
+    import scarce.vision as sv
+    from user_models import X_MLP, mlp
+
+    rng, calls = np.random.default_rng(seed), [0]
+
+    def answers(x):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return _answer(kind if calls[0] <= switch else later, len(x), rng)
+
+    target = type("Deployed", (), {"predict_labels": lambda self, x: answers(x)})() if as_object else answers
+    result = _expect_ok_or_scarce(lambda: sv.failure_probability(
+        mlp(), X_MLP, target=target, score="surrogate_margin", scale=0.25, n_samples=100, device="cpu"))
+    if result is not None:
+        assert 0.0 <= result.probability <= 1.0 and result.n_queries > 0
