@@ -139,16 +139,30 @@ class _Honesty:
         seed, est, cov, covered, flagged, thin = (np.array(c) for c in zip(*self.runs))
         plain = ~flagged
         cover_plain = covered[plain].mean() if plain.any() else math.nan
-        # observed CoV: per seed, the spread of the unflagged runs; pooled as a root mean square
-        observed = []
-        for s in np.unique(seed):
-            e = est[(seed == s) & plain]
-            if e.size > 2 and e.mean() > 0:
-                observed.append(np.std(e, ddof=1) / np.mean(e))
-        obs = float(np.sqrt(np.mean(np.square(observed)))) if observed else math.nan
-        rep = float(np.sqrt(np.mean(np.square(cov[plain & np.isfinite(cov)])))) if plain.any() else math.nan
+        rep, obs = reported_and_observed_cov(seed, est, cov, plain)
         return (f"{self.name:30s} {len(est):5d} {plain.sum():9d} {thin.sum():5d} {(flagged & ~thin).sum():13d} "
                 f"{cover_plain:10.3f} {covered.mean():9.3f} {rep:9.3f} {obs:9.3f} {rep / obs:9.2f}")
+
+
+def reported_and_observed_cov(seed: np.ndarray, est: np.ndarray, cov: np.ndarray,
+                              keep: np.ndarray) -> tuple[float, float]:
+    """Reported and observed CoV over the same runs and seeds, each a root mean square over seeds.
+
+    Per seed, over its kept runs with a finite CoV (at least 3, with a positive mean): the
+    observed CoV is their spread over their mean, the reported one the root mean square of
+    their CoVs. Every seed weighs the same in both, so a seed with many kept runs and a small CoV
+    cannot pull the reported side alone.
+    """
+    reported, observed = [], []
+    for s in np.unique(seed):
+        pick = (seed == s) & keep & np.isfinite(cov)
+        e = est[pick]
+        if e.size > 2 and e.mean() > 0:
+            reported.append(np.mean(np.square(cov[pick])))
+            observed.append((np.std(e, ddof=1) / np.mean(e)) ** 2)
+    if not observed:
+        return math.nan, math.nan
+    return float(np.sqrt(np.mean(reported))), float(np.sqrt(np.mean(observed)))
 
 
 def _print_honesty(honesty: list[_Honesty], reps: int, n_seeds: int) -> None:
