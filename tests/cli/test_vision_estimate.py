@@ -170,6 +170,15 @@ def logits(x):
 
 
 NOT_CALLABLE = 3
+
+
+class _Weird:
+    @property
+    def boom(self):
+        raise RuntimeError("not today")
+
+
+weird = _Weird()
 '''
 
 
@@ -192,6 +201,9 @@ def test_a_label_only_classifier_named_by_labels_from_gives_the_logit_runs_resul
     ("userpkg.deployed:answer", "has no attribute 'answer'; did you mean answers?"),
     ("userpkg.deployed:NOT_CALLABLE", "must name a function from a batch to labels"),
     ("userpkg.deployed:logits", "logits or probabilities, not labels"),
+    ("userpkg.deployed:weird.boom", "reading 'boom' of userpkg.deployed.weird raised RuntimeError: not today"),
+    ("userpkg.deployed:NOT_CALLABLE.real.x", "userpkg.deployed.NOT_CALLABLE.real has no attribute 'x'"),
+    (".deployed:answers", "must be an absolute import path"),
 ])
 def test_a_bad_labels_from_path_is_named(project, path, message):
     (project / "userpkg" / "deployed.py").write_text(LABELS)

@@ -41,6 +41,9 @@ def import_object(option: str, path: str, name: str, what: str) -> Any:
     module_name, sep, attribute = str(path).partition(":")
     if not sep or not module_name or not attribute:
         raise ScarceError(f"{option} must be 'package.module:{name}' ({what}), got {path!r}")
+    if module_name.startswith("."):
+        raise ScarceError(f"{option} {path!r}: the module must be an absolute import path (package.module), "
+                          f"not a relative one")
     if os.getcwd() not in sys.path:  # like `python -m`: the working directory's packages are importable
         sys.path.insert(0, os.getcwd())
     try:
@@ -51,12 +54,18 @@ def import_object(option: str, path: str, name: str, what: str) -> Any:
     except Exception as exc:  # a syntax error or an error at import time in the user's module
         raise ScarceError(f"{option} {path!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from exc
     found: Any = module
+    reached = module_name
     for part in attribute.split("."):
-        if not hasattr(found, part):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
             close = difflib.get_close_matches(part, [n for n in dir(found) if not n.startswith("_")], n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise ScarceError(f"{option} {path!r}: {module_name} has no attribute {attribute!r}{hint}")
-        found = getattr(found, part)
+            raise ScarceError(f"{option} {path!r}: {reached} has no attribute {part!r}{hint}") from None
+        except Exception as exc:  # a property or module __getattr__ of the user's that raises
+            raise ScarceError(f"{option} {path!r}: reading {part!r} of {reached} raised "
+                              f"{type(exc).__name__}: {exc}") from exc
+        reached = f"{reached}.{part}"
     return found
 
 
@@ -87,7 +96,7 @@ def label_target(path: str) -> Any:
                            "with predict_labels")
     if not (hasattr(target, "predict_labels") or callable(target)):
         raise ScarceError(f"--labels-from {path!r} must name a function from a batch to labels or an object with "
-                          f"predict_labels; it names a {type(target).__name__}")
+                          f"predict_labels; it names an object of type {type(target).__name__}")
     return target
 
 
