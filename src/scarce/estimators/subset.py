@@ -347,7 +347,8 @@ def _warn_thin(run: _Run, reason: str | None) -> None:
         why = (f"{run.failures_below} of the {run.failures_found} failures the chains found scored below the "
                f"boundary of their level, and the first appeared at level {run.origin_level}: the score does not "
                "order the failure set, so the earlier levels could hold failures their chains did not find, and "
-               "how many a run misses cannot be measured from it")
+               "how many a run misses cannot be measured from it (more samples a level, n_samples, or a score "
+               "that orders the failures leave fewer runs in this state)")
     else:
         why = (f"the failures of the last level descend from {run.failure_lineages} of the {run.origin_chains} "
                f"chain(s) of level {run.origin_level}, the first that held one: the estimate rests on a few lucky "
