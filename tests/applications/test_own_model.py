@@ -300,7 +300,7 @@ def test_a_label_only_target_is_refused_with_the_margin_a_logit_model_or_a_non_c
     common = dict(scale=0.15, n_samples=300, device="cpu")
     with pytest.raises(ScarceError, match="score='margin' reads the logits"):
         sv.failure_probability(model, X_CNN, target=_Answers(model), **common)
-    with pytest.raises(ScarceError, match=r"shape \(2, 6\): logits or probabilities"):
+    with pytest.raises(ScarceError, match=r"of shape \(2, 6\) \(logits or probabilities\? .*model= in scarce.vision"):
         sv.failure_probability(model, X_CNN, target=model, score="surrogate_margin", **common)
     with pytest.raises(ScarceError, match="gives its logits: pass it as model="):
         sv.failure_probability(model, X_CNN, target=sv.vision_model(model, X_CNN.shape, device="cpu"),

@@ -200,7 +200,7 @@ def test_a_label_only_classifier_named_by_labels_from_gives_the_logit_runs_resul
     ("userpkg.deployed", "--labels-from must be 'package.module:function'"),
     ("userpkg.deployed:answer", "has no attribute 'answer'; did you mean answers?"),
     ("userpkg.deployed:NOT_CALLABLE", "must name a function from a batch to labels"),
-    ("userpkg.deployed:logits", "logits or probabilities, not labels"),
+    ("userpkg.deployed:logits", "of shape (2, 5) (logits or probabilities?"),
     ("userpkg.deployed:weird.boom", "reading 'boom' of userpkg.deployed.weird raised RuntimeError: not today"),
     ("userpkg.deployed:NOT_CALLABLE.real.x", "userpkg.deployed.NOT_CALLABLE.real has no attribute 'x'"),
     (".deployed:answers", "must be an absolute import path"),

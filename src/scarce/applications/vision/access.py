@@ -75,27 +75,17 @@ class LabelFunction:
     """A plain function as the classifier under test: ``fn(x) -> n`` integer labels for a batch.
 
     ``x`` is a float32 torch tensor ``(n, *input_shape)`` on the run's device, passed in inference
-    mode; the answer may be a tensor, an array or a list. A torch model inside the function
-    should be in eval mode (a model in training mode changes as it answers: batch norm's running
-    statistics, dropout). A function that answers with a 2-D array (logits or
-    probabilities) is refused on its first call: a classifier that gives its logits is the
-    ``model`` of :func:`scarce.vision.failure_probability`, not its ``target``.
+    mode; the answer may be a tensor, an array or a list, and is checked as every target's answer
+    is (:func:`ask_target`, then one label per input). A torch model inside the function should
+    be in eval mode (a model in training mode changes as it answers: batch norm's running
+    statistics, dropout).
     """
 
     def __init__(self, fn: Any) -> None:
         if not callable(fn):
             raise ScarceError(f"target must be callable (a batch to labels) or have predict_labels(x); "
                               f"got {type(fn).__name__}")
-        self._fn = fn
-
-    def predict_labels(self, x: Any) -> Any:
-        answer = self._fn(x)
-        shape = tuple(getattr(answer, "shape", np.shape(answer)))
-        if len(shape) == 2 and shape[1] > 1:
-            raise ScarceError(f"target answered a batch of {shape[0]} with shape {shape}: logits or probabilities, "
-                              "not labels; a classifier that gives its logits is model=, and target= is for one "
-                              "that answers with labels only")
-        return answer
+        self.predict_labels = fn
 
 
 def distillation_set(target: Any, images: np.ndarray, noise: str, scale: float, multiples: tuple[float, ...],
