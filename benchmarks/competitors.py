@@ -104,19 +104,8 @@ def run_openturns(
 
     n_seeds = _check_args(dim, n_samples, level_probability)
     counted = _CountingScore(score, dim)
-
-    def func_sample(x):
-        return counted(np.asarray(x)).reshape(-1, 1)
-
     t0 = time.perf_counter()
-    ot.RandomGenerator.SetSeed(int(seed))
-    model = ot.PythonFunction(dim, 1, func_sample=func_sample)
-    output = ot.CompositeRandomVector(model, ot.RandomVector(ot.Normal(dim)))
-    event = ot.ThresholdEvent(output, ot.GreaterOrEqual(), float(threshold))
-    algo = ot.SubsetSampling(event)
-    algo.setConditionalProbability(level_probability)
-    algo.setBlockSize(n_seeds)
-    algo.setMaximumOuterSampling(n_samples // n_seeds)
+    algo = _openturns_algorithm(ot, counted, dim, threshold, n_samples, level_probability, n_seeds, seed)
     try:
         algo.run()
     except (RuntimeError, TypeError, ValueError) as exc:
@@ -127,16 +116,39 @@ def run_openturns(
         return CompetitorRun(math.nan, counted.n_queries, time.perf_counter() - t0, math.nan)
     result = algo.getResult()
     probability = float(result.getProbabilityEstimate())
+    cov = _openturns_cov(result)
+    wall = time.perf_counter() - t0
+    return CompetitorRun(probability, counted.n_queries, wall, cov)
+
+
+def _openturns_algorithm(ot, counted: _CountingScore, dim: int, threshold: float, n_samples: int,
+                         level_probability: float, n_seeds: int, seed: int):
+    """Seed OpenTURNS and set up its ``SubsetSampling`` of ``counted(U) >= threshold``, ``p0*N`` points a block."""
+
+    def func_sample(x):
+        return counted(np.asarray(x)).reshape(-1, 1)
+
+    ot.RandomGenerator.SetSeed(int(seed))
+    model = ot.PythonFunction(dim, 1, func_sample=func_sample)
+    output = ot.CompositeRandomVector(model, ot.RandomVector(ot.Normal(dim)))
+    event = ot.ThresholdEvent(output, ot.GreaterOrEqual(), float(threshold))
+    algo = ot.SubsetSampling(event)
+    algo.setConditionalProbability(level_probability)
+    algo.setBlockSize(n_seeds)
+    algo.setMaximumOuterSampling(n_samples // n_seeds)
+    return algo
+
+
+def _openturns_cov(result) -> float:
+    """OpenTURNS' reported CoV of a finished run, NaN where its variance estimate goes negative."""
     try:
-        cov = float(result.getCoefficientOfVariation())
+        return float(result.getCoefficientOfVariation())
     except (RuntimeError, TypeError, ValueError) as exc:
         # OpenTURNS 1.27 raises "variance estimate must be >= 0" when its Au-Beck sum goes
         # negative (negative correlation factors on a short chain); the estimate itself is fine.
         if "variance" not in str(exc).lower():
             raise
-        cov = math.nan
-    wall = time.perf_counter() - t0
-    return CompetitorRun(probability, counted.n_queries, wall, cov)
+        return math.nan
 
 
 # --------------------------------------------------------------------------- UQpy
@@ -189,12 +201,7 @@ def run_uqpy(
     biased.  UQpy skips evaluating a proposal whose first two coordinates are unchanged,
     so n_queries is a little below N + (levels - 1) * (N - p0*N).
     """
-    from UQpy.distributions import Normal
-    from UQpy.reliability import SubsetSimulation
-    from UQpy.run_model.RunModel import RunModel
-    from UQpy.run_model.model_execution.PythonModel import PythonModel
-    from UQpy.sampling import ModifiedMetropolisHastings
-
+    uqpy = _uqpy_classes()
     n_seeds = _check_args(dim, n_samples, level_probability)
     if dim < 2:
         raise ValueError("UQpy 4.2.1 SubsetSimulation needs dim >= 2")
@@ -205,29 +212,47 @@ def run_uqpy(
         return thr - counted(u)
 
     t0 = time.perf_counter()
+    ss = _uqpy_subset_simulation(uqpy, g, dim, n_samples, level_probability, n_seeds, seed)
+    probability = float(ss.failure_probability)
+    cov = getattr(ss, "dependent_chains_CoV", None)
+    cov = float(cov) if cov is not None else None
+    wall = time.perf_counter() - t0
+    return CompetitorRun(probability, counted.n_queries, wall, cov)
+
+
+def _uqpy_classes() -> types.SimpleNamespace:
+    """Import the UQpy classes :func:`run_uqpy` uses (lazily: UQpy is optional)."""
+    from UQpy.distributions import Normal
+    from UQpy.reliability import SubsetSimulation
+    from UQpy.run_model.RunModel import RunModel
+    from UQpy.run_model.model_execution.PythonModel import PythonModel
+    from UQpy.sampling import ModifiedMetropolisHastings
+
+    return types.SimpleNamespace(Normal=Normal, SubsetSimulation=SubsetSimulation, RunModel=RunModel,
+                                 PythonModel=PythonModel, ModifiedMetropolisHastings=ModifiedMetropolisHastings)
+
+
+def _uqpy_subset_simulation(uqpy: types.SimpleNamespace, g: Callable, dim: int, n_samples: int,
+                            level_probability: float, n_seeds: int, seed: int):
+    """Run UQpy's ``SubsetSimulation`` of ``g`` (MMH, marginal normal targets), seeded from ``seed``."""
     rng = np.random.default_rng(seed)
     samples_init = rng.standard_normal((n_samples, dim))
     mcmc_state = np.random.RandomState(int(rng.integers(2**31 - 1)))
-    model = PythonModel(model_script=_uqpy_model_module(), model_object_name="performance", g=g)
-    runmodel = RunModel(model=model)
-    sampler = ModifiedMetropolisHastings(
+    model = uqpy.PythonModel(model_script=_uqpy_model_module(), model_object_name="performance", g=g)
+    runmodel = uqpy.RunModel(model=model)
+    sampler = uqpy.ModifiedMetropolisHastings(
         dimension=dim,
-        log_pdf_target=[Normal().log_pdf] * dim,
+        log_pdf_target=[uqpy.Normal().log_pdf] * dim,
         n_chains=n_seeds,
         random_state=mcmc_state,
     )
-    ss = SubsetSimulation(
+    return uqpy.SubsetSimulation(
         runmodel_object=runmodel,
         sampling=sampler,
         samples_init=samples_init,
         conditional_probability=level_probability,
         nsamples_per_subset=n_samples,
     )
-    probability = float(ss.failure_probability)
-    cov = getattr(ss, "dependent_chains_CoV", None)
-    cov = float(cov) if cov is not None else None
-    wall = time.perf_counter() - t0
-    return CompetitorRun(probability, counted.n_queries, wall, cov)
 
 
 # --------------------------------------------------------------------------- smoke test

@@ -116,19 +116,10 @@ def vision_grid(run_dir: str, preset_name: str) -> None:
 
 
 def main() -> None:
+    """Time the grid serially and on 1 and 2 local Dask workers (or the vision grid, with ``--vision``)."""
     from scarce.experiments.executors import DaskExecutor, SerialExecutor
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, default=40)
-    parser.add_argument("--n-samples", type=int, default=20_000)
-    parser.add_argument("--dim", type=int, default=100)
-    parser.add_argument("--probability", type=float, default=1e-6)
-    parser.add_argument("--n-noop", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=2024)
-    parser.add_argument("--vision", metavar="RUN_DIR", default=None,
-                        help="time the quick vision grid instead, reusing RUN_DIR's offline stage")
-    parser.add_argument("--preset", default="quick", help="vision preset of RUN_DIR (with --vision)")
-    args = parser.parse_args()
+    args = _parse_args()
     if args.vision:
         vision_grid(args.vision, args.preset)
         return
@@ -150,6 +141,27 @@ def main() -> None:
                     start = time.perf_counter()
                     executor.map(noop, range(args.n_noop))
                     noop_seconds = (time.perf_counter() - start) / args.n_noop
+    _report(args, tasks, walls, results, startup, noop_seconds)
+
+
+def _parse_args() -> argparse.Namespace:
+    """The command line: the grid's size and problem, or ``--vision RUN_DIR``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--n-samples", type=int, default=20_000)
+    parser.add_argument("--dim", type=int, default=100)
+    parser.add_argument("--probability", type=float, default=1e-6)
+    parser.add_argument("--n-noop", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=2024)
+    parser.add_argument("--vision", metavar="RUN_DIR", default=None,
+                        help="time the quick vision grid instead, reusing RUN_DIR's offline stage")
+    parser.add_argument("--preset", default="quick", help="vision preset of RUN_DIR (with --vision)")
+    return parser.parse_args()
+
+
+def _report(args: argparse.Namespace, tasks: dict, walls: dict[str, float], results: dict[str, dict],
+            startup: dict[str, float], noop_seconds: float) -> None:
+    """Print the wall times, speed-up, Dask overhead and identity of the estimates; exit if they differ."""
 
     def estimates(payloads: dict) -> str:
         return json.dumps({k: v["result"] for k, v in payloads.items()}, sort_keys=True, allow_nan=True)

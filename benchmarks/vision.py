@@ -377,11 +377,12 @@ def _rank_rare_candidates(args: argparse.Namespace, context, candidates: list[in
 
 
 def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
-    from scarce.applications.vision.methods import MethodSettings, display_name, run_method
+    """Run the baseline, the rulers and any splitting on the chosen seeds and print every table."""
+    from scarce.applications.vision.methods import MethodSettings
     from scarce.applications.vision.pipeline import build_context
     from scarce.applications.vision.protocol import VisionRun, get_preset
     from scarce.errors import ScarceWarning
-    from scarce.applications.vision.analysis import rank_rulers, result_rows
+    from scarce.applications.vision.analysis import result_rows
 
     warnings.simplefilter("ignore", ScarceWarning)
     preset = get_preset(args.preset, **preset_overrides)
@@ -390,61 +391,103 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
           f"{context.info['test_accuracy']:.4f}")
     run = VisionRun(preset, Path(args.run_dir), context)
     frame = result_rows(run.store)
-    if args.rulers == "all":
-        rulers = list(rank_rulers(frame).ruler)
-    elif args.rulers == "none":
-        rulers = []
-    else:
-        rulers = [r for r in args.rulers.split(",") if r] or list(rank_rulers(frame).ruler[:3])
+    rulers = _choose_rulers(args.rulers, frame)
     truth = frame[frame.stage == "smc"].set_index("seed_index")
     settings = MethodSettings(ss_samples=args.n_samples, max_levels=12)
 
     chosen, dense = _choose_seeds(args, context, truth, preset)
 
     clock = _component_clock()
-    # without logits (access=labels) the baseline is Subset Simulation on the surrogate's margin
-    baseline = "ss_surrogate" if getattr(preset, "access", "logits") == "labels" else "ss_margin"
-    # (method key: the score; engine, None for the settings' own; name)
-    methods = [(key, None, display_name(key)) for key in (baseline, *(f"scarce:{r}" for r in rulers))]
-    methods += [_splitting_method(baseline, spec, settings.latent_dtype) for spec in args.splitting]
+    methods = _methods(preset, rulers, args.splitting, settings.latent_dtype)
     per_seed_ratio: dict[str, list[float]] = {}
     rows, honesty = [], []
-    for method, engine, name in methods:
-        rel, queries, walls, forwards, scores, log_ratio = [], [], [], [], [], []
-        trust = _Honesty(name)
-        clock.reset()
-        for i in chosen:
-            image, label = context.seed_images[i], int(context.seed_labels[i])
-            estimates = []
-            for rep in range(args.reps):
-                result, timing = run_method(method, context.model, image, label, context.noise, settings,
-                                            rulers=context.rulers, seed=1000 * rep + i, estimator=engine)
-                trust.add(i, result, dense[i])
-                estimates.append(result.probability)
-                rel.append(abs(result.probability / dense[i] - 1))
-                queries.append(result.n_queries)
-                walls.append(timing["wall"])
-                forwards.append(timing["forward"])
-                scores.append(timing["score"])
-            estimates = np.array(estimates)
-            seed_cov = np.std(estimates, ddof=1) / np.mean(estimates) if estimates.mean() > 0 else math.inf
-            log_ratio.append(seed_cov)
-            # this seed's queries for a 10% error over Monte Carlo's (1 - p) / (0.01 p)
-            seed_queries = float(np.mean(queries[-args.reps:])) * (seed_cov / 0.1) ** 2
-            per_seed_ratio.setdefault(name, []).append(
-                seed_queries / ((1 - dense[i]) / (0.01 * dense[i])))
+    for method in methods:
+        row, trust = _run_over_seeds(args, context, settings, clock, method, chosen, dense, per_seed_ratio)
         honesty.append(trust)
         if args.dump:
-            import json
+            _dump_records(args.dump, trust)
+        rows.append(row)
+    _print_accuracy(rows, per_seed_ratio, chosen, dense)
+    _print_honesty(honesty, args.reps, len(chosen))
+    _print_time_split(rows)
+    _print_draw_floor(rows, int(np.asarray(context.seed_images[0]).size), settings.latent_dtype)
+    _check_zero_seeds(args, context, truth, rulers)
 
-            with open(args.dump, "a", encoding="utf-8") as out:
-                out.writelines(json.dumps(record, default=float) + "\n" for record in trust.records)
-        cov = float(np.sqrt(np.mean(np.square(log_ratio))))
-        q = float(np.mean(queries))
-        rows.append(_Row(name, float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
-                         float(np.sum(walls)), float(np.sum(forwards)), float(np.sum(scores)),
-                         clock.seconds["propose"], clock.seconds["transform"], clock.seconds["level0"],
-                         int(np.sum(queries))))
+
+def _choose_rulers(spec: str, frame) -> list[str]:
+    """The rulers ``--rulers`` names: a comma-separated list, 'all', 'none', or (empty) the run's top 3."""
+    from scarce.applications.vision.analysis import rank_rulers
+
+    if spec == "all":
+        return list(rank_rulers(frame).ruler)
+    if spec == "none":
+        return []
+    return [r for r in spec.split(",") if r] or list(rank_rulers(frame).ruler[:3])
+
+
+def _methods(preset, rulers: list[str], splitting: list[str], dtype: str) -> list[tuple[str, object, str]]:
+    """The methods to measure, as (method key: the score; engine, None for the settings' own; name)."""
+    from scarce.applications.vision.methods import display_name
+
+    # without logits (access=labels) the baseline is Subset Simulation on the surrogate's margin
+    baseline = "ss_surrogate" if getattr(preset, "access", "logits") == "labels" else "ss_margin"
+    methods = [(key, None, display_name(key)) for key in (baseline, *(f"scarce:{r}" for r in rulers))]
+    return methods + [_splitting_method(baseline, spec, dtype) for spec in splitting]
+
+
+def _run_over_seeds(args: argparse.Namespace, context, settings, clock: _Clock, method: tuple[str, object, str],
+                    chosen: list[int], dense: dict[int, float],
+                    per_seed_ratio: dict[str, list[float]]) -> tuple[_Row, _Honesty]:
+    """Run one method ``--reps`` times on every chosen seed: its row of figures and its error-bar record.
+
+    Each seed's queries for a 10% error over Monte Carlo's goes to ``per_seed_ratio`` under the method's name.
+    """
+    from scarce.applications.vision.methods import run_method
+
+    key, engine, name = method
+    rel, queries, walls, forwards, scores, log_ratio = [], [], [], [], [], []
+    trust = _Honesty(name)
+    clock.reset()
+    for i in chosen:
+        image, label = context.seed_images[i], int(context.seed_labels[i])
+        estimates = []
+        for rep in range(args.reps):
+            result, timing = run_method(key, context.model, image, label, context.noise, settings,
+                                        rulers=context.rulers, seed=1000 * rep + i, estimator=engine)
+            trust.add(i, result, dense[i])
+            estimates.append(result.probability)
+            rel.append(abs(result.probability / dense[i] - 1))
+            queries.append(result.n_queries)
+            walls.append(timing["wall"])
+            forwards.append(timing["forward"])
+            scores.append(timing["score"])
+        estimates = np.array(estimates)
+        seed_cov = np.std(estimates, ddof=1) / np.mean(estimates) if estimates.mean() > 0 else math.inf
+        log_ratio.append(seed_cov)
+        # this seed's queries for a 10% error over Monte Carlo's (1 - p) / (0.01 p)
+        seed_queries = float(np.mean(queries[-args.reps:])) * (seed_cov / 0.1) ** 2
+        per_seed_ratio.setdefault(name, []).append(
+            seed_queries / ((1 - dense[i]) / (0.01 * dense[i])))
+    cov = float(np.sqrt(np.mean(np.square(log_ratio))))
+    q = float(np.mean(queries))
+    row = _Row(name, float(np.median(rel)), q, cov, q * (cov / 0.1) ** 2,
+               float(np.sum(walls)), float(np.sum(forwards)), float(np.sum(scores)),
+               clock.seconds["propose"], clock.seconds["transform"], clock.seconds["level0"],
+               int(np.sum(queries)))
+    return row, trust
+
+
+def _dump_records(path: str, trust: _Honesty) -> None:
+    """Append a method's runs (estimate, interval, flags) to the ``--dump`` file, one JSON line each."""
+    import json
+
+    with open(path, "a", encoding="utf-8") as out:
+        out.writelines(json.dumps(record, default=float) + "\n" for record in trust.records)
+
+
+def _print_accuracy(rows: list[_Row], per_seed_ratio: dict[str, list[float]], chosen: list[int],
+                    dense: dict[int, float]) -> None:
+    """Print the accuracy table against Monte Carlo's 100/p, and each seed's queries over Monte Carlo's."""
     p_mean = float(np.mean([dense[i] for i in chosen]))
     print()
     print(f"{'method':30s} {'median rel err':>14s} {'queries':>9s} {'CoV':>6s} {'queries@10%':>12s}")
@@ -456,7 +499,10 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     print("\nqueries for a 10% error over Monte Carlo's 100/p, per seed (seed order as above), and their median:")
     for name, ratios in per_seed_ratio.items():
         print(f"{name:30s} median {np.median(ratios):7.3f}   " + " ".join(f"{r:.3f}" for r in ratios))
-    _print_honesty(honesty, args.reps, len(chosen))
+
+
+def _print_time_split(rows: list[_Row]) -> None:
+    """Print each method's seconds per component as ratios to its forward-pass time."""
     print("\nTime split, as ratios to the classifier's forward-pass time (sums over all runs):")
     print(f"{'method':30s} {'forward s':>10s} {'score':>7s} {'input transform':>16s} {'aCS proposals':>14s} "
           f"{'level-0 draws':>14s} {'engine other':>13s} {'engine total':>13s}")
@@ -468,9 +514,13 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
               f"{row.propose / fwd:14.3f} {row.level0 / fwd:14.3f} {other / fwd:13.3f} {engine / fwd:13.3f}")
     print("(input transform: x = clip(x0 + sigma*u); aCS proposals: 784 normal draws per point and the "
           "update; level-0 draws: the first level's N samples; engine other: levels, chains, bookkeeping)")
-    _print_draw_floor(rows, int(np.asarray(context.seed_images[0]).size), settings.latent_dtype)
 
-    # seeds with no Monte Carlo failure: ruler-guided runs must give 0 or a flagged partial result
+
+def _check_zero_seeds(args: argparse.Namespace, context, truth, rulers: list[str]) -> None:
+    """Print how ruler-guided runs end on seeds with no Monte Carlo failure: they must give 0 or a flagged
+    partial result."""
+    from scarce.applications.vision.methods import MethodSettings, run_method
+
     zero = truth[truth.n_failed == 0].index.tolist()[: args.zero_seeds]
     counts = {"zero": 0, "positive, flagged not reached": 0, "positive, reached": 0}
     start = time.perf_counter()
