@@ -320,7 +320,9 @@ class EstimateResult:
           McCaffrey 2002; Imbens and Kolesar 2016). Where the failures first appeared in a
           Markov-chain level, part of the variance comes from the levels before it, measured on
           about ``N p0`` chains each; Subset Simulation then states Satterthwaite's combination
-          of the two parts in ``info["cov_degrees_of_freedom"]``, and that is used.
+          of the two parts in ``info["cov_degrees_of_freedom"]``, and that is used. Where the
+          chains found failures scoring below a level's boundary, the CoV is at least that of
+          their count (``info["cov_below_boundary"]``, :mod:`scarce.estimators.subset`).
         """
         from scarce.checks import check_in_interval
 

@@ -224,6 +224,42 @@ def test_stop_factor_ends_the_run_once_enough_samples_failed():
     assert early.info["stop_factor"] == 0.5
 
 
+def test_below_boundary_term_counts_new_failures_below_the_next_boundary():
+    """(P_hat(L_j) / N)^2 b (1 + gamma_b) over the failures whose own score is below the boundary,
+    found by chains that did not start from a failure; seeds that failed add nothing."""
+    from scarce.envelope import chain_correlation_factor
+    from scarce.estimators.chains import Population
+    from scarce.estimators.subset import _Run
+
+    rng = np.random.default_rng(0)
+    n_chains, length = 4, 5
+    u = rng.standard_normal((n_chains, length, 2))
+    raw = rng.uniform(0.0, 1.0, (n_chains, length))
+    failed = np.zeros((n_chains, length), bool)
+    failed[0, 1:4] = failed[1, 2] = failed[2, :] = failed[3, 0] = True
+    raw[0, 1:3], raw[0, 3], raw[1, 2], raw[2, :], raw[3, 0] = 0.1, 0.9, 0.2, 0.1, 0.3
+    seed_score = np.array([0.7, 0.8, np.inf, 0.6])  # chain 2 grew from a failure
+    population = Population(u=u, score=np.where(failed, np.inf, raw), key=rng.random((n_chains, length)),
+                            mask=np.ones((n_chains, length), bool), parent=np.arange(n_chains), seed_score=seed_score)
+    run = _Run(SubsetSimulation(n_samples=20), linear(dim=2, probability=1e-3), rng)
+    # the failed points as evaluated, in another order and beside others that left the population
+    order = rng.permutation(int(failed.sum()))
+    run.failed_u = [u[failed][order], rng.standard_normal((3, 2))]
+    run.failed_raw = [raw[failed][order], np.zeros(3)]
+    run.level_index = 2
+    run._below_boundary_term(population, boundary=0.5, probability=0.01)
+    below = np.zeros_like(failed)
+    below[0, 1:3] = below[1, 2] = below[3, 0] = True  # raw 0.9 is above the boundary; chain 2 is a copy
+    gamma = chain_correlation_factor(below, population.mask)
+    assert run.below_boundary_variance == pytest.approx((0.01 / 20) ** 2 * 4 * (1 + gamma))
+    # only the population's failures are kept for the next level, with their scores
+    assert run.failed_u[0].shape == (failed.sum(), 2) and np.array_equal(run.failed_raw[0], raw[failed])
+    # level 0 adds nothing
+    run.level_index, run.below_boundary_variance = 0, 0.0
+    run._below_boundary_term(population, boundary=0.5, probability=1.0)
+    assert run.below_boundary_variance == 0.0
+
+
 def test_population_take_u_picks_the_same_rows_as_flat_u():
     from scarce.estimators.chains import Population
 

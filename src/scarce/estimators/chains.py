@@ -45,6 +45,8 @@ class Population:
     parent : ndarray of int, shape (n_chains,), optional
         For each chain, the chain of the previous level's population its seed
         came from (the lineage used for the between-level covariance).
+    seed_score : ndarray, shape (n_chains,), optional
+        Each chain's seed's effective score (``+inf``: the chain started from a failure).
     independent : bool
         True when the samples are independent draws (level 0), not Markov chain states.
     """
@@ -55,6 +57,7 @@ class Population:
     mask: np.ndarray
     parent: np.ndarray | None = None
     independent: bool = False
+    seed_score: np.ndarray | None = None
 
     @classmethod
     def from_independent(cls, u: np.ndarray, score: np.ndarray, key: np.ndarray) -> Population:
@@ -148,6 +151,7 @@ def run_chains(
     """
     order = rng.permutation(seeds_u.shape[0])  # which seeds get the longer chains is random
     current_u, current_s = seeds_u[order].copy(), seeds_score[order].copy()
+    seed_score = current_s.copy()
     current_k = rng.random(order.size) if seeds_key is None else np.asarray(seeds_key, dtype=float)[order].copy()
     lengths = chain_lengths(n_samples, current_u.shape[0])  # counted states per chain
     u, score, key, mask = _states(current_u, current_s, current_k, lengths, count_seeds)
@@ -163,7 +167,8 @@ def run_chains(
         params = kernel.adapted(params, accept.sum() / active, step)
     rate = n_accepted / n_proposed if n_proposed else math.nan
     parent = None if seeds_parent is None else np.asarray(seeds_parent)[order]
-    return Population(u=u, score=score, key=key, mask=mask, parent=parent), ChainStats(rate, params.scale, n_queries)
+    population = Population(u=u, score=score, key=key, mask=mask, parent=parent, seed_score=seed_score)
+    return population, ChainStats(rate, params.scale, n_queries)
 
 
 def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengths: np.ndarray,

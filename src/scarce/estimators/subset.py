@@ -42,6 +42,16 @@ The reported CoV (``cov_depth``, :func:`scarce.envelope.lineage_variance`) group
 their ancestor one level up: chains grown from seeds of the same parent chain start close
 together, which the Au-Beck formula (chains independent, levels uncorrelated) ignores.
 
+Failures below a boundary. Where the score orders the failure set only partly, a chain can
+find a failure whose own score lies below the next level's boundary. That part of the failure
+set is then in every later level only through those failures and their copies, so the estimate
+inherits their count's sampling error, which neither the level fractions (fixed at ``p0`` by
+the quantile) nor the genealogy shows. For each Markov-chain level ``j`` whose chains, started
+from non-failed seeds, found ``b_j`` such failures, the count's variance
+``(P_hat(L_j) / N)^2 b_j (1 + gamma_b)`` is summed; the reported CoV is the larger of the
+genealogy's and ``sqrt(sum) / P_hat`` (``info["cov_below_boundary"]``). A score that orders the
+failures never has one below a boundary, and its CoV is unchanged.
+
 The measurements behind each default are on the documentation's benchmark page "The engine
 under hostile scores, and its sampler".
 
@@ -159,7 +169,8 @@ class SubsetSimulation(Estimator):
         Au-Beck formula (chains independent, levels uncorrelated; level 1's term from the Latin
         hypercube when level 0 is one, as in every CoV this class reports), which reports
         a CoV 7-15% below the observed one; 1 (default) brings it within a few
-        per cent (module notes).
+        per cent (module notes). Either way the CoV is at least that of the failures found below
+        a level's boundary (module notes).
     stop_factor : float
         In (0, 1]. The run ends at the first level at which at least
         ``stop_factor * p0 * N`` samples have failed, and never fewer than 50 (or
@@ -334,12 +345,32 @@ class SubsetSimulation(Estimator):
                 "failure_lineages_effective": run.effective_lineages,
                 "failures_found": run.failures_found,
                 "failures_below_boundary": run.failures_below,
+                "cov_below_boundary": run.cov_below_boundary,
                 "cov_degrees_of_freedom": run.degrees_of_freedom,
             },
         )
         if out.thin_evidence:
             _warn_thin(run, out.thin_evidence_reason)
         return out
+
+
+def _raw_scores(stored_u: list[np.ndarray], stored_raw: list[np.ndarray], points: np.ndarray) -> np.ndarray:
+    """The model's own score of each of ``points`` (failed states), looked up among the stored failed
+    points by their bytes (``+inf`` for one not found); sorting and binary search, no Python loop."""
+    if not points.size or not stored_u:
+        return np.full(points.shape[0], math.inf)
+    known, raw = np.concatenate(stored_u), np.concatenate(stored_raw)
+    known_keys, point_keys = _row_keys(known), _row_keys(points.astype(known.dtype, copy=False))
+    order = np.argsort(known_keys, kind="stable")
+    sorted_keys = known_keys[order]
+    at = np.minimum(np.searchsorted(sorted_keys, point_keys), sorted_keys.size - 1)
+    return np.where(sorted_keys[at] == point_keys, raw[order][at], math.inf)
+
+
+def _row_keys(rows: np.ndarray) -> np.ndarray:
+    """Each row of a 2-D array as one opaque bytes value (NumPy's void type), comparable and sortable."""
+    rows = np.ascontiguousarray(rows)
+    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
 
 
 def _warn_thin(run: _Run, reason: str | None) -> None:
@@ -404,6 +435,14 @@ class _Run:
         # all of them, and those whose own score lies below that boundary (_count_failures)
         self.boundary = -math.inf
         self.failures_found = self.failures_below = 0
+        # the failed points evaluated since the last level ended, and the current population's
+        # failures, with the model's own scores (a failure's effective score is +inf)
+        self.failed_u: list[np.ndarray] = []
+        self.failed_raw: list[np.ndarray] = []
+        # sum over Markov-chain levels of (P_hat(L_j) / N)^2 b_j (1 + gamma_b): the sampling
+        # variance of the failures found below the next boundary (_below_boundary_term)
+        self.below_boundary_variance = 0.0
+        self.cov_below_boundary = 0.0
 
     def _record_lineage(self, population: Population, indicator: np.ndarray, probability: float) -> None:
         hits = np.where(population.mask, indicator, False).sum(axis=1)
@@ -419,6 +458,10 @@ class _Run:
         score, failed = self.counted(u, f"at level {self.level_index}" + (f", MCMC step {step}" if step else ""))
         if self.level_index > 0:
             self._count_failures(score, failed)
+        failed = np.asarray(failed, dtype=bool)
+        if failed.any():
+            self.failed_u.append(u[failed])
+            self.failed_raw.append(np.asarray(score, dtype=float)[failed])
         return effective_scores(score, failed)
 
     def _count_failures(self, score: np.ndarray, failed: np.ndarray) -> None:
@@ -502,10 +545,41 @@ class _Run:
                 yield (*built, True)
                 return
             yield (*built, False)
+            self._below_boundary_term(level.population, choice.threshold, cumulative)
             self._record_lineage(level.population, indicator, choice.probability)
             level, scale = self._next_level(level, choice, scale)
             cumulative *= choice.probability
             self._add_level(choice, level, cumulative, gamma, delta)
+
+    def _below_boundary_term(self, population: Population, boundary: float, probability: float) -> None:
+        r"""Add the sampling variance of the failures found below the next boundary.
+
+        A failure is in every later level only as the exact terminal event. When its own score
+        lies below the next boundary, no later level's chains start near it but its own, so the
+        failure set's mass there is represented from here on by the ``b_j`` such failures this
+        level's chains found and by their copies: the later levels copy that count rather than
+        sample it afresh, and the estimate inherits its sampling error, which neither the level's
+        fraction (fixed at ``p0`` by the quantile) nor the genealogy of the last failures shows.
+        Its variance is Au and Beck's term for the count, ``(P_hat(L_j) / N)^2 b_j (1 + gamma_b)``,
+        ``gamma_b`` the correlation factor of the indicator along the chains. Only failures found by
+        chains that did not start from a failure count: a failure's own chain carries copies of its
+        mass, not a new sample of it. Level 0 adds no term: its failures are independent draws that
+        level 1's chains sample afresh (most of level 1's failures are new finds). :meth:`_finish`
+        reports the larger of this CoV and the genealogy's. A score that orders the failures never
+        has one below a boundary, so its runs are unchanged.
+        """
+        failed = np.isposinf(np.where(population.mask, population.score, 0.0))
+        points = population.u[failed]
+        raw = _raw_scores(self.failed_u, self.failed_raw, points)
+        self.failed_u, self.failed_raw = [points], [raw]  # what the next level's seeds can carry
+        if self.level_index == 0 or population.seed_score is None or not points.size:
+            return
+        below = np.zeros_like(failed)
+        below[failed] = raw < boundary
+        below &= ~np.isposinf(population.seed_score)[:, None]
+        if below.any():
+            gamma = chain_correlation_factor(below, population.mask)
+            self.below_boundary_variance += (probability / self.n_samples) ** 2 * int(below.sum()) * (1.0 + gamma)
 
     def _level_cov(self, level: _Level, indicator: np.ndarray, probability: float, gamma: float) -> float:
         """The CoV ``delta_l`` of the fraction of ``level``'s population above the next boundary.
@@ -557,6 +631,9 @@ class _Run:
             # through the chain they appeared in: the genealogy reaches back to that level at least
             depth = max(cfg.cov_depth, len(self.lineage) - 1 - self.origin_level)
             cov = math.sqrt(max(lineage_variance(self.lineage, n, depth) + self.first_level_correction, 0.0))
+        if probability > 0 and self.below_boundary_variance > 0:
+            self.cov_below_boundary = math.sqrt(self.below_boundary_variance) / probability
+            cov = max(cov, self.cov_below_boundary)
         self.failure_lineages, self.effective_lineages = self._failure_lineages(last) if n_failed else (0, 0.0)
         self.degrees_of_freedom = self._degrees_of_freedom(cov * cov) if converged and math.isfinite(cov) else None
         return {
