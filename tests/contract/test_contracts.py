@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scarce.kernels import KERNELS, ConditionalSampling, Kernel, ModifiedMetropolis
+from scarce.kernels import KERNELS, ConditionalSampling, Kernel, ModifiedMetropolis, ResponseSurfaceSampling
 from scarce.rulers import available_rulers, make_ruler
 from scarce.rulers.linear import CentroidRuler
 from scarce.testing import ContractViolation, check_kernel, check_ruler, kernel_checks, ruler_checks
@@ -18,6 +18,7 @@ KERNEL_VARIANTS = {
     "acs_fixed": ConditionalSampling(adapt=False),
     "mma_normal": ModifiedMetropolis(proposal="normal"),
     "mma_adaptive": ModifiedMetropolis(adapt=True),
+    "surface_mma": ResponseSurfaceSampling(local=ModifiedMetropolis()),
 }
 
 

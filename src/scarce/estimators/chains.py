@@ -116,6 +116,7 @@ def run_chains(
     kernel: Kernel, seeds_u: np.ndarray, seeds_score: np.ndarray, threshold: float, n_samples: int, scale: float,
     evaluate: LatentEvaluate, rng: np.random.Generator, seeds_parent: np.ndarray | None = None,
     count_seeds: bool = True, seeds_key: np.ndarray | None = None, threshold_key: float = -math.inf,
+    sample: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[Population, ChainStats]:
     """Grow ``n_samples`` states of N(0, I) restricted to a level from the seeds.
 
@@ -144,6 +145,8 @@ def run_chains(
     seeds_key, threshold_key : optional
         The seeds' tie-breaking keys (fresh uniform draws when omitted) and the boundary's
         (``-inf``: every tie at ``threshold`` is in the level).
+    sample : (ndarray, ndarray), optional
+        The previous level's points ``(n, d)`` and effective scores ``(n,)``, for :meth:`Kernel.fit`.
 
     Returns
     -------
@@ -155,7 +158,7 @@ def run_chains(
     current_k = rng.random(order.size) if seeds_key is None else np.asarray(seeds_key, dtype=float)[order].copy()
     lengths = chain_lengths(n_samples, current_u.shape[0])  # counted states per chain
     u, score, key, mask = _states(current_u, current_s, current_k, lengths, count_seeds)
-    params: KernelParams = kernel.tune(current_u, scale)
+    params = _level_params(kernel, current_u, scale, sample, threshold)
     n_accepted = n_proposed = n_queries = 0
     # the seed sits at state 0 when counted; otherwise the first move is state 0
     for step, state in enumerate(range(1 if count_seeds else 0, int(lengths[0])), start=1):
@@ -169,6 +172,13 @@ def run_chains(
     parent = None if seeds_parent is None else np.asarray(seeds_parent)[order]
     population = Population(u=u, score=score, key=key, mask=mask, parent=parent, seed_score=seed_score)
     return population, ChainStats(rate, params.scale, n_queries)
+
+
+def _level_params(kernel: Kernel, seeds_u: np.ndarray, scale: float, sample: tuple[np.ndarray, np.ndarray] | None,
+                  threshold: float) -> KernelParams:
+    """The kernel's parameters for a level: tuned to its seeds, then fitted to ``sample`` when there is one."""
+    params = kernel.tune(seeds_u, scale)
+    return params if sample is None else kernel.fit(params, sample[0], sample[1], threshold)
 
 
 def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengths: np.ndarray,
@@ -187,13 +197,19 @@ def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengt
 
 def propose_moves(kernel: Kernel, params: KernelParams, cur_u: np.ndarray,
                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's candidates for the states ``cur_u``, and which of them differ from their state.
+    """The kernel's candidates for the states ``cur_u``, and which of them can be accepted.
 
-    Only moved candidates need a model call; kernels whose candidates move almost surely (aCS)
-    skip the check, a full pass over the batch.
+    A candidate can be accepted when it differs from its state and, for a kernel with a
+    Metropolis-Hastings factor (:meth:`Kernel.propose_weighted`), when ``log U`` is below the
+    factor for a fresh uniform ``U``; the caller then accepts it exactly when it lies in the
+    level.  Only those candidates need a model call; kernels whose candidates move almost surely
+    (aCS) skip the comparison with the state, a full pass over the batch.
     """
-    candidate = kernel.propose(cur_u, params, rng)
+    candidate, log_factor = kernel.propose_weighted(cur_u, params, rng)
     moved = np.ones(cur_u.shape[0], dtype=bool) if kernel.always_moves else np.any(candidate != cur_u, axis=1)
+    if log_factor is not None:
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a uniform of exactly 0 accepts any finite factor
+            moved &= np.log(rng.random(cur_u.shape[0])) < log_factor
     return candidate, moved
 
 

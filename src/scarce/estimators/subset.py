@@ -697,6 +697,12 @@ class _Run:
         rule = self.config.count_seeds
         return rule == "always" or (rule == "independent" and population.independent)
 
+    def _fit_sample(self, population: Population) -> tuple[np.ndarray, np.ndarray] | None:
+        """The population's points and scores for a kernel that fits its proposal to them (None for one that does not)."""
+        if type(self.kernel).fit is Kernel.fit:
+            return None  # the kernel learns nothing from them: no copy of the population
+        return population.flat_u(), population.flat_scores()
+
     def _next_level(self, level: _Level, choice: ThresholdChoice, scale: float) -> tuple[_Level, float]:
         flat_s, flat_k = level.population.flat_scores(), level.population.flat_keys()
         pick = np.flatnonzero(choice.contains(flat_s, flat_k))
@@ -705,7 +711,7 @@ class _Run:
         population, stats = run_chains(
             self.kernel, level.population.take_u(pick), flat_s[pick], choice.threshold, self.n_samples, scale, self.evaluate,
             self.rng, seeds_parent=level.population.chain_of_flat()[pick], count_seeds=self._counts_seeds(level.population),
-            seeds_key=flat_k[pick], threshold_key=choice.key,
+            seeds_key=flat_k[pick], threshold_key=choice.key, sample=self._fit_sample(level.population),
         )
         if self.origin_fixed:
             self.origin = self.origin[population.parent]

@@ -7,13 +7,16 @@ from scarce.kernels.adaptation import adapt_scale
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.kernels.conditional import ConditionalSampling
 from scarce.kernels.metropolis import ModifiedMetropolis
+from scarce.kernels.surface import ResponseSurfaceSampling
 
-KERNELS: dict[str, type[Kernel]] = {"acs": ConditionalSampling, "mma": ModifiedMetropolis}
-"""Kernel classes by registry name: ``acs`` (adaptive conditional sampling), ``mma`` (modified Metropolis)."""
+KERNELS: dict[str, type[Kernel]] = {"acs": ConditionalSampling, "mma": ModifiedMetropolis,
+                                    "surface": ResponseSurfaceSampling}
+"""Kernel classes by registry name: ``acs`` (adaptive conditional sampling), ``mma`` (modified Metropolis),
+``surface`` (response-surface sampling)."""
 
 
 def make_kernel(name: str, **params: object) -> Kernel:
-    """A kernel by registry name: ``"acs"`` (adaptive conditional sampling) or ``"mma"`` (modified Metropolis)."""
+    """A kernel by registry name: ``"acs"``, ``"mma"`` or ``"surface"`` (:data:`KERNELS`)."""
     if not isinstance(name, str) or name not in KERNELS:
         raise unknown_name_error("kernel", str(name), KERNELS)
     cls = KERNELS[name]
@@ -24,4 +27,5 @@ def make_kernel(name: str, **params: object) -> Kernel:
     return cls(**params)  # type: ignore[arg-type]
 
 
-__all__ = ["ConditionalSampling", "Kernel", "KernelParams", "ModifiedMetropolis", "adapt_scale", "make_kernel", "KERNELS"]
+__all__ = ["ConditionalSampling", "Kernel", "KernelParams", "ModifiedMetropolis", "ResponseSurfaceSampling",
+           "adapt_scale", "make_kernel", "KERNELS"]

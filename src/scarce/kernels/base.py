@@ -1,4 +1,4 @@
-"""The kernel protocol: a proposal that is reversible with respect to N(0, I).
+"""The kernel protocol: a proposal that is reversible with respect to N(0, I), or one with its Hastings factor.
 
 Every input distribution lives in a standard-normal latent space (documentation,
 Concepts: "The estimand"), so a kernel only has to know N(0, I).  A kernel
@@ -6,6 +6,13 @@ proposes a candidate ``v`` from the current state ``u`` with a proposal that
 satisfies detailed balance for N(0, I); the chain driver then accepts ``v``
 exactly when it lies in the current level (:func:`scarce.levels.in_level`).  The
 composition leaves N(0, I) restricted to the level invariant.
+
+A kernel whose proposal ``q`` is not reversible with respect to N(0, I) returns, from
+:meth:`Kernel.propose_weighted`, the log of its Metropolis-Hastings factor
+``log [phi(v) q(u | v) / (phi(u) q(v | u))]`` for each candidate; the driver then accepts a
+candidate when it lies in the level and a uniform draw ``U`` has ``log U`` below that factor,
+which is Metropolis-Hastings for N(0, I) restricted to the level.  Such a kernel may fit its
+proposal to the points of the level the seeds were taken from (:meth:`Kernel.fit`).
 
 A kernel is stateless; its tuning lives in :class:`KernelParams`, set once per
 level from the seeds (:meth:`Kernel.tune`) and adapted between MCMC steps by the
@@ -84,6 +91,26 @@ class Kernel(ABC):
     @abstractmethod
     def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:
         """Candidates ``v`` (shape of ``u``) from a proposal reversible with respect to N(0, I)."""
+
+    def fit(self, params: KernelParams, u: np.ndarray, score: np.ndarray, threshold: float) -> KernelParams:
+        """Parameters fitted to a sample of the level the seeds were taken from; the default keeps ``params``.
+
+        ``u`` (shape ``(n, d)``) and ``score`` (effective scores, ``+inf`` for failures) are the
+        points of the previous level, ``threshold`` the boundary of the level the chains move in.
+        The driver calls it once per level, after :meth:`tune`; a kernel that learns nothing from
+        the points need not override it.  Pure: ``params`` is not changed.
+        """
+        return params
+
+    def propose_weighted(
+        self, u: np.ndarray, params: KernelParams, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Candidates and the log of their Metropolis-Hastings factors (None: reversible, no factor).
+
+        The default is :meth:`propose` with no factor, so a reversible kernel's chains draw no
+        extra uniform numbers.  A factor of ``-inf`` rejects its candidate without a model call.
+        """
+        return self.propose(u, params, rng), None
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if not k.startswith("_"))

@@ -1,0 +1,359 @@
+r"""Response-surface sampling: independent draws from a fitted level, corrected by Metropolis-Hastings.
+
+Markov chains inside a level are correlated, and that correlation (Au and Beck's ``gamma``, about
+2 for adaptive conditional sampling on the deep levels) is what keeps Subset Simulation at about
+twice the CoV that independent samples would give. Where the score is, in the standard-normal
+space, close to a linear function plus one isotropic curvature, the level can be sampled almost
+exactly. Before each level this kernel fits the response surface
+
+.. math:: m(u) = \alpha + \beta \cdot u + \kappa \lVert u \rVert^2
+
+by least squares to the finite scores of the previous level's points (Bucher and Bourgund
+1990's response surface, with the single mean curvature of Breitung's second-order
+approximation; FORM is ``kappa = 0``). With ``v = beta / |beta|``, ``t = v . u`` and
+``w = u - t v``, the fitted level ``{m(u) >= b}`` is ``{|beta| t + kappa (t^2 + |w|^2) >= b -
+alpha}``: for each ``t`` a range of ``s = |w|^2``, whose law under N(0, I) is chi-square with
+``d - 1`` degrees of freedom, independent of ``t`` and of the direction of ``w``. A global move
+draws ``t'`` from a fine piecewise-constant approximation ``q`` of its marginal
+``phi(t) S(t)`` (``S(t)`` the chi-square probability of the range), then ``s'`` exactly from the
+chi-square restricted to the range at ``t'``, and a uniformly random direction for ``w'``. Its
+Metropolis-Hastings factor is
+
+.. math:: \frac{\phi(t') S(t') / q(t')}{\phi(t) S(t) / q(t)}\, 1\{m(u) \ge b\},
+
+close to 1 inside the fitted level, and the driver accepts the move only when the candidate
+lies in the true level, so the chain leaves N(0, I) restricted to the level invariant whatever
+the fit. Where the surface is exact (a linear or chi-square score) the moves are independent
+draws from the level, accepted almost always.
+
+Before it uses them the kernel checks the surface on held-out points: it is fitted on one half of
+the previous level's points, and the other half's ``recall x precision`` of the level (the share
+of points in the level that the fitted level holds, times the share of the fitted level's points
+that are in the level) must reach ``min_agreement``. Otherwise the level is sampled by the local
+kernel alone (adaptive conditional sampling by default), draw for draw as that kernel would.
+Fitting needs at least ``4 (d + 2)`` finite scores.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from scarce.checks import check_in_interval
+from scarce.errors import ScarceError
+from scarce.kernels.base import Kernel, KernelParams
+from scarce.kernels.conditional import ConditionalSampling
+from scarce.normals import standard_normal
+
+#: Cells of the piecewise-constant proposal of ``t``: its density varies by about 2% within a cell.
+GRID_CELLS = 1024
+#: The proposal of ``t`` covers the range where its log-density is within this of its peak.
+LOG_RANGE = 40.0
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A fitted response surface ``alpha + beta . u + kappa |u|^2`` and its level ``>= threshold``.
+
+    Attributes
+    ----------
+    direction : ndarray, shape (d,)
+        ``v = beta / |beta|`` (the first axis when ``beta`` is 0).
+    slope, curvature, offset : float
+        ``|beta|``, ``kappa`` and ``threshold - alpha``.
+    edges : ndarray, shape (GRID_CELLS + 1,)
+        Cell edges of the proposal of ``t``.
+    log_mass : ndarray, shape (GRID_CELLS,)
+        Log-probability of each cell (they sum to one).
+    cdf : ndarray, shape (GRID_CELLS,)
+        Cumulative probability of the cells, for drawing one.
+    agreement : float
+        Held-out ``recall x precision`` of the fitted level.
+    """
+
+    direction: np.ndarray
+    slope: float
+    curvature: float
+    offset: float
+    edges: np.ndarray
+    log_mass: np.ndarray
+    cdf: np.ndarray
+    agreement: float
+
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom of ``|w|^2``: the dimension less one."""
+        return self.direction.size - 1
+
+    def residual(self, t: np.ndarray) -> np.ndarray:
+        """``r(t) = (b - alpha) - |beta| t - kappa t^2``; the fitted level at ``t`` is ``kappa s >= r(t)``."""
+        return self.offset - self.slope * t - self.curvature * t * t
+
+    def log_range_probability(self, t: np.ndarray) -> np.ndarray:
+        """``log S(t)``: the log chi-square probability that ``s = |w|^2`` lies in the fitted level at ``t``."""
+        return _log_range_probability(self.residual(t), self.curvature, self.dof)
+
+    def contains(self, t: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Whether the points with coordinates ``(t, s)`` lie in the fitted level."""
+        return self.curvature * s >= self.residual(t)
+
+    def log_proposal(self, t: np.ndarray) -> np.ndarray:
+        """Log-density of the piecewise-constant proposal of ``t`` (``-inf`` outside its cells)."""
+        width = self.edges[1] - self.edges[0]
+        cell = np.floor((t - self.edges[0]) / width)
+        inside = (cell >= 0) & (cell < self.log_mass.size)
+        out = np.full(t.shape, -math.inf)
+        out[inside] = self.log_mass[cell[inside].astype(int)] - math.log(width)
+        return out
+
+    def log_target_over_proposal(self, t: np.ndarray) -> np.ndarray:
+        """``log [phi(t) S(t) / q(t)]``, the part of the Hastings factor each end of a move contributes."""
+        with np.errstate(invalid="ignore"):  # -inf - -inf outside the proposal's cells: nan, then -inf
+            out = _log_phi(t) + self.log_range_probability(t) - self.log_proposal(t)
+        return np.where(np.isnan(out), -math.inf, out)
+
+
+def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> np.ndarray:
+    """``log P(kappa s >= r)`` for ``s`` chi-square with ``dof`` degrees of freedom (``s = 0`` when ``dof = 0``)."""
+    from scipy.special import gammainc, gammaincc
+    from scipy.stats import chi2
+
+    residual = np.asarray(residual, dtype=float)
+    if dof == 0 or curvature == 0.0:
+        return np.where(residual <= 0.0, 0.0, -math.inf)
+    bound = np.maximum(residual / curvature, 0.0)
+    upper = curvature > 0.0  # s >= bound; otherwise s <= bound
+    probability = (gammaincc if upper else gammainc)(0.5 * dof, 0.5 * bound)
+    with np.errstate(divide="ignore"):
+        out = np.log(probability)
+    deep = (probability < 1e-300) & (upper | (bound > 0.0))
+    if np.any(deep):  # beyond the regularised gamma's range: scipy's log-tail functions
+        out[deep] = (chi2.logsf if upper else chi2.logcdf)(bound[deep], dof)
+    return out
+
+
+@dataclass(frozen=True)
+class SurfaceParams(KernelParams):
+    """The local kernel's parameters and, when the level is sampled by global moves, the fitted surface."""
+
+    surface: Surface | None = None
+
+
+class ResponseSurfaceSampling(Kernel):
+    """Independent moves inside a fitted second-order level, with a local kernel where the fit fails.
+
+    Parameters
+    ----------
+    local : Kernel, optional
+        The kernel of the levels whose surface fails the held-out check; adaptive conditional
+        sampling (:class:`~scarce.kernels.ConditionalSampling`) by default. Its scale is adapted
+        as usual on those levels and kept unchanged on the others.
+    min_agreement : float
+        Held-out ``recall x precision`` of the fitted level needed to use global moves, in (0, 1].
+
+    Notes
+    -----
+    See the module notes for the surface, the move and its Hastings factor. A level sampled by
+    global moves is one of independence Metropolis-Hastings: its chains mix in a step where
+    the surface is exact, so their correlation factor ``gamma`` is close to 0. The fit reads
+    the previous level's points only (never the chains' own states), so each level's kernel is
+    fixed before its chains start.
+    """
+
+    name = "surface"
+    always_moves = True  # global candidates are fresh draws; the local kernel's must move too
+
+    def __init__(self, local: Kernel | None = None, min_agreement: float = 0.9) -> None:
+        if local is not None and (not isinstance(local, Kernel) or isinstance(local, ResponseSurfaceSampling)):
+            raise ScarceError(f"local must be a scarce.kernels.Kernel other than ResponseSurfaceSampling, "
+                              f"got {type(local).__name__}")
+        self.local = ConditionalSampling() if local is None else local
+        self.min_agreement = check_in_interval("min_agreement", min_agreement, 0.0, 1.0, low_open=True)
+        self.initial_scale = self.local.initial_scale
+        self.target_acceptance = self.local.target_acceptance
+        self.adapt = self.local.adapt
+        self.always_moves = bool(self.local.always_moves)
+
+    def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
+        params = self.local.tune(seeds, scale)
+        return SurfaceParams(scale=params.scale, spread=params.spread)
+
+    def fit(self, params: KernelParams, u: np.ndarray, score: np.ndarray, threshold: float) -> KernelParams:
+        surface = fit_surface(np.asarray(u, dtype=float), np.asarray(score, dtype=float), float(threshold),
+                              self.min_agreement)
+        return replace(params, surface=surface) if isinstance(params, SurfaceParams) else params
+
+    def adapted(self, params: KernelParams, acceptance: float, step: int) -> KernelParams:
+        if getattr(params, "surface", None) is not None:
+            return params  # global moves have no scale; the local kernel's waits for its next level
+        return self.local.adapted(params, acceptance, step)
+
+    def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:
+        """The local kernel's candidates (the global move needs its Hastings factor: :meth:`propose_weighted`)."""
+        return self.local.propose(u, params, rng)
+
+    def propose_weighted(
+        self, u: np.ndarray, params: KernelParams, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        surface = getattr(params, "surface", None)
+        if surface is None:
+            return self.local.propose_weighted(u, params, rng)
+        return global_move(surface, u, rng)
+
+
+def global_move(surface: Surface, u: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates drawn from N(0, I) restricted to the fitted level, and their log Hastings factors."""
+    n, dof, v = u.shape[0], surface.dof, surface.direction
+    x = u.astype(float)
+    t = x @ v
+    s = np.einsum("ij,ij->i", x, x) - t * t  # |w|^2
+    cdf = surface.cdf
+    cell = np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), cdf.size - 1)
+    t_new = surface.edges[cell] + (surface.edges[1] - surface.edges[0]) * rng.random(n)
+    w = standard_normal(rng, x.shape, np.float64)
+    w -= (w @ v)[:, None] * v  # N(0, I) across v: its length is the chi-square draw when kappa = 0
+    drawn = np.ones(n, dtype=bool)
+    if dof and surface.curvature != 0.0:
+        s_new, drawn = _draw_range(surface, t_new, rng)
+        length = np.sqrt(np.einsum("ij,ij->i", w, w))
+        w *= (np.sqrt(s_new) / np.where(length > 0.0, length, 1.0))[:, None]
+    candidate = w
+    candidate += t_new[:, None] * v
+    if u.dtype != np.float64:  # the factor is that of the candidate as stored, after rounding
+        candidate = candidate.astype(u.dtype)
+        t_new = candidate.astype(float) @ v
+    with np.errstate(invalid="ignore"):  # inf - inf where the state lies outside the proposal: rejected below
+        log_factor = surface.log_target_over_proposal(t_new) - surface.log_target_over_proposal(t)
+        keep = surface.contains(t, s) & drawn & np.isfinite(log_factor)
+    return candidate, np.where(keep, log_factor, -math.inf)
+
+
+def _draw_range(surface: Surface, t: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``s = |w|^2`` drawn from the chi-square restricted to the fitted level at each ``t``, and which draws exist.
+
+    Inverse-CDF sampling of the chi-square (``2 Gamma(dof / 2)``) restricted to ``[bound, inf)``
+    (``kappa > 0``) or ``[0, bound]`` (``kappa < 0``).
+    """
+    from scipy.special import gammainc, gammaincc, gammaincinv, gammainccinv
+
+    half, kappa = 0.5 * surface.dof, surface.curvature
+    bound = np.maximum(surface.residual(t) / kappa, 0.0)
+    uniform = rng.random(t.size)
+    if kappa > 0.0:
+        tail = gammaincc(half, 0.5 * bound)
+        s = 2.0 * gammainccinv(half, uniform * tail)
+    else:
+        tail = gammainc(half, 0.5 * bound)
+        s = 2.0 * gammaincinv(half, uniform * tail)
+    ok = (tail > 0.0) & np.isfinite(s)
+    return np.where(ok, s, bound), ok
+
+
+def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float) -> Surface | None:
+    """The response surface of ``score`` over ``u`` if its level ``>= threshold`` passes the held-out check.
+
+    The surface is fitted on the first half of the points (by row) and checked on the second,
+    then refitted on all of them; both fits come from one pair of normal equations.
+    """
+    n, dim = u.shape
+    finite = np.isfinite(score)
+    if np.count_nonzero(finite) < 4 * (dim + 2) or not math.isfinite(threshold):
+        return None
+    design = np.empty((n, dim + 2))
+    design[:, 0] = 1.0
+    design[:, 1:-1] = u
+    design[:, -1] = np.einsum("ij,ij->i", u, u)
+    half = n // 2
+    first = design[:half] if finite[:half].all() else design[:half][finite[:half]]
+    gram_a, moment_a = first.T @ first, first.T @ score[:half][finite[:half]]
+    every = design if finite.all() else design[finite]
+    gram, moment = every.T @ every, every.T @ score[finite]
+    coef = _solve(gram_a, moment_a)
+    if coef is None or _agreement(design[half:] @ coef, score[half:], threshold) < min_agreement:
+        return None
+    coef = _solve(gram, moment)
+    if coef is None:
+        return None
+    fitted = design @ coef
+    if np.any(fitted[np.isposinf(score)] < threshold):  # a failure outside the fitted level: the score does not order them
+        return None
+    return _surface(coef, threshold, _agreement(fitted, score, threshold))
+
+
+def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray | None:
+    """Least-squares coefficients ``(alpha, beta_1..beta_d, kappa)`` from the normal equations (None: singular)."""
+    import scipy.linalg
+
+    scale = np.sqrt(np.diag(gram))
+    if not np.all(scale > 0.0):
+        return None
+    try:  # equilibrated, so the condition number measures the design, not the columns' units
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", scipy.linalg.LinAlgWarning)  # ill-conditioned: no surface
+            coef = scipy.linalg.solve(gram / np.outer(scale, scale), moment / scale, assume_a="pos") / scale
+    except (np.linalg.LinAlgError, ValueError, scipy.linalg.LinAlgWarning):
+        return None
+    return coef if np.all(np.isfinite(coef)) else None
+
+
+def _agreement(fitted_score: np.ndarray, score: np.ndarray, threshold: float) -> float:
+    """``recall x precision`` of the fitted level ``{m >= threshold}`` for the level ``{score >= threshold}``."""
+    fitted = fitted_score >= threshold
+    level = score >= threshold
+    both = np.count_nonzero(fitted & level)
+    if both == 0:
+        return 0.0
+    return both / np.count_nonzero(level) * both / np.count_nonzero(fitted)
+
+
+def _surface(coef: np.ndarray, threshold: float, agreement: float) -> Surface | None:
+    """The :class:`Surface` of fitted coefficients: its direction and the proposal grid of ``t``."""
+    beta, kappa = coef[1:-1], float(coef[-1])
+    dim = beta.size
+    slope = float(np.linalg.norm(beta))
+    if abs(kappa) * math.sqrt(2.0 * dim) <= 1e-9 * slope:
+        kappa = 0.0  # a linear score fitted with rounding error
+    direction = beta / slope if slope > 0.0 else np.eye(dim)[0]
+    partial = Surface(direction, slope, kappa, threshold - float(coef[0]), np.zeros(2), np.zeros(1), np.zeros(1),
+                      agreement)
+    edges = _grid(partial)
+    if edges is None:
+        return None
+    log_mass = _cell_log_mass(partial, edges)
+    return replace(partial, edges=edges, log_mass=log_mass, cdf=np.cumsum(np.exp(log_mass)))
+
+
+def _log_phi(t: np.ndarray) -> np.ndarray:
+    """Log-density of the standard normal."""
+    return -0.5 * t * t - 0.5 * math.log(2.0 * math.pi)
+
+
+def _log_marginal(surface: Surface, t: np.ndarray) -> np.ndarray:
+    """``log [phi(t) S(t)]``: the log-density of ``t`` over the fitted level, up to its normaliser."""
+    return _log_phi(t) + surface.log_range_probability(t)
+
+
+def _grid(surface: Surface) -> np.ndarray | None:
+    """Cell edges over the range where ``t``'s marginal is within :data:`LOG_RANGE` of its peak."""
+    low, high = -40.0, 40.0
+    for points in (257, 257):
+        t = np.linspace(low, high, points)
+        log_m = _log_marginal(surface, t)
+        peak = float(np.max(log_m))
+        if not math.isfinite(peak):
+            return None
+        keep = np.flatnonzero(log_m >= peak - LOG_RANGE)
+        low, high = t[max(keep[0] - 1, 0)], t[min(keep[-1] + 1, t.size - 1)]
+    return np.linspace(low, high, GRID_CELLS + 1)
+
+
+def _cell_log_mass(surface: Surface, edges: np.ndarray) -> np.ndarray:
+    """Log-probability of each cell: the marginal at the cell's middle, normalised over the cells."""
+    from scipy.special import logsumexp
+
+    middle = 0.5 * (edges[1:] + edges[:-1])
+    log_m = _log_marginal(surface, middle)
+    return log_m - logsumexp(log_m)

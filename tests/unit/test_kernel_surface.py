@@ -1,0 +1,179 @@
+"""Response-surface sampling: the fitted surface, its held-out check, and the exactness of its move.
+
+The move is Metropolis-Hastings for N(0, I) restricted to the level whatever the fit, so the
+invariance tests force a surface that is wrong for the level (an anisotropic curvature the
+surface cannot express) and check that chains started at exact draws keep the law.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from scarce import AdaptiveMultilevelSplitting, RareEventProblem, SubsetSimulation
+from scarce.errors import ScarceError
+from scarce.estimators.chains import run_chains
+from scarce.kernels import ConditionalSampling, ModifiedMetropolis, ResponseSurfaceSampling, make_kernel
+from scarce.kernels.surface import fit_surface, global_move
+from scarce.problems import four_branch, linear, two_regions
+
+
+def _linear_sample(n, dim, rng, direction):
+    u = rng.standard_normal((n, dim))
+    return u, 2.0 * (u @ direction) - 1.0
+
+
+def test_a_linear_score_is_recovered_exactly():
+    rng = np.random.default_rng(0)
+    direction = np.ones(20) / math.sqrt(20)
+    u, score = _linear_sample(1000, 20, rng, direction)
+    surface = fit_surface(u, score, 1.5, 0.9)
+    assert surface is not None and surface.curvature == 0.0
+    np.testing.assert_allclose(surface.direction, direction, atol=1e-10)
+    assert surface.slope == pytest.approx(2.0) and surface.offset == pytest.approx(2.5)
+    assert surface.agreement == 1.0
+
+
+def test_a_chi_square_score_is_recovered_as_one_curvature():
+    rng = np.random.default_rng(1)
+    u = rng.standard_normal((1000, 10))
+    surface = fit_surface(u, np.einsum("ij,ij->i", u, u) - 5.0, 12.0, 0.9)
+    assert surface is not None
+    assert surface.curvature == pytest.approx(1.0) and surface.slope < 1e-8 and surface.agreement == 1.0
+
+
+@pytest.mark.parametrize("case", ["too few points", "infinite threshold", "two regions", "failure outside",
+                                  "constant columns"])
+def test_no_surface_where_it_cannot_describe_the_level(case):
+    rng = np.random.default_rng(2)
+    u = rng.standard_normal((400, 10))
+    score, threshold = u[:, 0].copy(), 1.0
+    if case == "too few points":
+        u, score = u[:40], score[:40]  # fewer than 4 (d + 2) finite scores
+    elif case == "infinite threshold":
+        threshold = math.inf
+    elif case == "two regions":
+        score = np.abs(u[:, 0])
+    elif case == "failure outside":
+        score[np.argmin(score)] = math.inf  # a failure whose surface value is far below the level
+    else:
+        u[:, 3] = 0.0  # a coordinate that never varies: the normal equations are singular
+    assert fit_surface(u, score, threshold, 0.9) is None
+
+
+def _exact_level(n, rng):
+    """Exact draws of N(0, I) in d = 3 restricted to {u1 + 0.3 u2^2 >= 1.5} (rejection)."""
+    out = []
+    while sum(len(x) for x in out) < n:
+        u = rng.standard_normal((200_000, 3))
+        out.append(u[u[:, 0] + 0.3 * u[:, 1] ** 2 >= 1.5])
+    return np.concatenate(out)[:n]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_wrong_surface_still_leaves_the_level_invariant(dtype):
+    """The isotropic curvature cannot express 0.3 u2^2: the Hastings factors and the level test do the work."""
+    rng = np.random.default_rng(3)
+
+    def score(x):
+        x = x.astype(float)
+        return x[:, 0] + 0.3 * x[:, 1] ** 2
+
+    wider = rng.standard_normal((4000, 3))
+    wider = wider[score(wider) >= 0.5]
+    surface = fit_surface(wider, score(wider), 1.5, 1e-6)
+    assert surface is not None and surface.agreement < 0.99  # a real approximation, not the exact level
+    seeds = _exact_level(3000, rng).astype(dtype)
+    kernel = ResponseSurfaceSampling(min_agreement=1e-6)
+    population, stats_ = run_chains(kernel, seeds, score(seeds), 1.5, 3000 * 5, kernel.initial_scale,
+                                    lambda x, step: score(x), rng, sample=(wider, score(wider)))
+    assert population.u.dtype == dtype
+    last = population.u[:, -1].astype(float)
+    reference = _exact_level(20_000, np.random.default_rng(4))
+    assert 0.2 < stats_.acceptance_rate < 0.99
+    for axis in range(3):
+        assert stats.ks_2samp(last[:, axis], reference[:, axis]).pvalue > 1e-3, axis
+
+
+def test_the_move_is_exact_for_an_exact_surface():
+    """Linear level: every global candidate lies in the level and has Hastings factor near 1."""
+    rng = np.random.default_rng(5)
+    direction = np.ones(30) / math.sqrt(30)
+    u, score = _linear_sample(2000, 30, rng, direction)
+    surface = fit_surface(u, score, 3.0, 0.9)
+    state = u[score >= 3.0]
+    candidate, log_factor = global_move(surface, state, rng)
+    assert np.all(2.0 * (candidate @ direction) - 1.0 >= 3.0 - 1e-9)
+    assert np.all(np.abs(log_factor) < 0.05)
+    t = stats.truncnorm(2.0, np.inf)
+    assert stats.kstest(candidate @ direction, t.cdf).pvalue > 1e-3
+    across = candidate - np.outer(candidate @ direction, direction)
+    assert stats.kstest(across[:, 0] * math.sqrt(30 / 29), stats.norm.cdf).pvalue > 1e-3
+
+
+def test_without_a_surface_the_kernel_is_its_local_kernel_draw_for_draw():
+    problem = four_branch()  # a series system: no second-order surface passes the check
+    a = SubsetSimulation(n_samples=500).estimate(problem, seed=3)
+    b = SubsetSimulation(n_samples=500, kernel=ResponseSurfaceSampling()).estimate(problem, seed=3)
+    assert a.probability == b.probability and a.cov == b.cov and a.n_queries == b.n_queries
+    c = SubsetSimulation(n_samples=500, kernel=ModifiedMetropolis()).estimate(two_regions(dim=4), seed=3)
+    d = SubsetSimulation(n_samples=500, kernel=ResponseSurfaceSampling(local=ModifiedMetropolis())).estimate(
+        two_regions(dim=4), seed=3)
+    assert c.probability == d.probability and c.n_queries == d.n_queries
+
+
+@pytest.mark.parametrize("dim", [1, 2, 12])
+def test_subset_simulation_with_global_moves_is_unbiased_in_every_dimension(dim):
+    problem = linear(dim=dim, probability=1e-5)
+    est = np.array([SubsetSimulation(n_samples=500, kernel=ResponseSurfaceSampling()).estimate(problem, seed=s)
+                    .probability for s in range(40)])
+    se = est.std(ddof=1) / math.sqrt(est.size)
+    assert abs(est.mean() - 1e-5) <= 3.5 * se, (est.mean(), se)
+    assert 0.05 < est.std() / est.mean() < 0.5
+
+
+def test_global_moves_cost_one_batched_call_per_step_and_count_every_query():
+    calls = []
+
+    def evaluate(x):
+        calls.append(len(x))
+        return x.sum(axis=1) / math.sqrt(x.shape[1]), x.sum(axis=1) / math.sqrt(x.shape[1]) >= 3.5
+
+    problem = RareEventProblem(20, evaluate, name="counted")
+    result = SubsetSimulation(n_samples=400, kernel=ResponseSurfaceSampling()).estimate(problem, seed=0)
+    # level 0 once, then one call per MCMC step of each level, all 40 chains together
+    steps = sum(math.ceil(level.n_queries / 40) for level in result.levels[1:])
+    assert len(calls) == 1 + steps and max(calls[1:]) == 40
+    assert sum(calls) == result.n_queries
+    assert result.levels[1].acceptance_rate > 0.9  # an exact surface: almost every move is taken
+
+
+def test_splitting_with_global_moves_is_unbiased():
+    problem = linear(dim=10, probability=1e-4)
+    engine = AdaptiveMultilevelSplitting(n_samples=200, n_killed=100, n_steps=1, n_replicas=2,
+                                         kernel=ResponseSurfaceSampling())
+    est = np.array([engine.estimate(problem, seed=s).probability for s in range(40)])
+    se = est.std(ddof=1) / math.sqrt(est.size)
+    assert abs(est.mean() - 1e-4) <= 3.5 * se, (est.mean(), se)
+
+
+@pytest.mark.parametrize("factory, match", [
+    (lambda: ResponseSurfaceSampling(min_agreement=0.0), "min_agreement"),
+    (lambda: ResponseSurfaceSampling(min_agreement=1.5), "min_agreement"),
+    (lambda: ResponseSurfaceSampling(local=ResponseSurfaceSampling()), "local"),
+    (lambda: ResponseSurfaceSampling(local="acs"), "local"),
+])
+def test_bad_settings_are_refused_by_name(factory, match):
+    with pytest.raises((ValueError, ScarceError), match=match):
+        factory()
+
+
+def test_the_registry_builds_it_with_its_parameters():
+    kernel = make_kernel("surface", min_agreement=0.8)
+    assert isinstance(kernel, ResponseSurfaceSampling) and kernel.min_agreement == 0.8
+    assert isinstance(kernel.local, ConditionalSampling)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "ResponseSurfaceSampling" in repr(kernel)
