@@ -35,6 +35,7 @@ import numpy as np
 from scipy.stats import norm
 
 from scarce import RareEventProblem, SubsetSimulation
+from scarce.kernels import KERNELS, make_kernel
 
 
 def _constant(seed: int) -> tuple[RareEventProblem, float]:
@@ -71,7 +72,7 @@ SCENARIOS = {
 
 
 def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
-                 by_level: int | None = None) -> dict:
+                 by_level: int | None = None, kernel: str = "acs") -> dict:
     """``reps`` seeded runs of one scenario, summarised (with ``by_level``, its runs grouped too)."""
     est, cov, covered, reached, flagged, thin, counts = [], [], [], [], [], [], []
     start = time.perf_counter()
@@ -79,7 +80,8 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         problem, truth = SCENARIOS[name](seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = SubsetSimulation(n_samples=n_samples, first_level=first_level).estimate(problem, seed=seed)
+            result = SubsetSimulation(n_samples=n_samples, first_level=first_level,
+                                      kernel=make_kernel(kernel)).estimate(problem, seed=seed)
         lo, hi = result.ci(0.95)
         est.append(result.probability)
         cov.append(result.cov)
@@ -132,6 +134,8 @@ def main() -> None:
                         help="level 0's draws: a Latin hypercube (the engine's default) or independent")
     parser.add_argument("--by-level-failures", type=int, default=None, metavar="L",
                         help="also print each scenario's runs grouped by the failures at level L")
+    parser.add_argument("--kernel", default="acs", choices=sorted(KERNELS),
+                        help="the MCMC kernel by registry name, with its default settings")
     args = parser.parse_args()
     if args.by_level_failures is not None and args.by_level_failures < 0:
         parser.error(f"--by-level-failures must be a level index >= 0, got {args.by_level_failures}")
@@ -141,11 +145,11 @@ def main() -> None:
         parser.error(f"unknown scenarios {unknown}; choose from {sorted(SCENARIOS)}")
     columns = ["truth", "mean/truth", "z", "coverage", "coverage reached", "cov. unflagged", "reached", "flagged",
                "thin", "CoV rep/obs", "CoV rms/obs", "seconds"]
-    print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = 0.1, first level {args.first_level} "
-          "(z: mean minus truth in standard errors)")
+    print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = 0.1, first level {args.first_level}, "
+          f"kernel {args.kernel} (z: mean minus truth in standard errors)")
     print(f"{'scenario':12s}" + "".join(f"{c:>17s}" for c in columns))
     for name in names:
-        row = run_scenario(name, args.reps, args.n_samples, args.first_level, args.by_level_failures)
+        row = run_scenario(name, args.reps, args.n_samples, args.first_level, args.by_level_failures, args.kernel)
         print(f"{name:12s}" + "".join(f"{row[c]:17.3g}" for c in columns), flush=True)
         if row["groups"]:
             print("\n".join(row["groups"]), flush=True)

@@ -17,8 +17,14 @@ of the queries) and median time, and the CoV over the splitting limit at the row
 budget, ``CoV / sqrt(ln(1/P) (1 + ln(1/P)) / queries)`` (Guyader et al. 2011: no splitting
 method does better at that many model calls).
 
-``--splitting N,k,T,R`` adds :class:`scarce.AdaptiveMultilevelSplitting` with those
-particles, kills, moves and replicas.
+``--splitting N,k,T,R[,KERNEL]`` (repeatable) adds :class:`scarce.AdaptiveMultilevelSplitting`
+with those particles, kills, moves and replicas, and the kernel of that registry name (adaptive
+conditional sampling by default); ``--kernel NAME`` (repeatable) adds our Subset Simulation with
+that kernel. Every row also reads as a ratio to our default Subset Simulation at equal queries
+(``CoV x sqrt(queries)`` over the default's), the measure of issue 24.
+
+    python benchmarks/reliability.py --reps 300 --methods openturns --problems 1,2,4 \
+        --kernel surface --splitting 1000,500,1,4,surface
 
     python benchmarks/reliability.py                 # 50 repetitions (UQpy: --uqpy-reps)
     python benchmarks/reliability.py --reps 5 --uqpy-reps 1   # a quick look
@@ -85,23 +91,20 @@ def run_problem(name, params, args, competitors):
     def plain_score(u):
         return problem.evaluate(u)[0]
 
-    runs = {m: Runs() for m in ("scarce", "splitting", "openturns", "uqpy", "monte_carlo")}
-    splitting = _splitting(args.splitting)
     ss = scarce.SubsetSimulation(n_samples=args.n_samples, level_probability=args.p0, stop_factor=args.stop_factor,
                                  count_seeds=args.count_seeds)
+    ours = {"scarce": ss, **_kernel_rows(args), **_splitting_rows(args.splitting)}
+    runs = {m: Runs() for m in (*ours, "openturns", "uqpy", "monte_carlo")}
     for rep in range(args.reps):
         seed = args.seed_base + rep
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", scarce.ScarceWarning)
-            r = ss.estimate(problem, seed=seed)
-        lo, hi = r.ci(0.95)
-        runs["scarce"].add(r.probability, r.cov, r.n_queries, r.wall_time, lo <= truth <= hi)
-        if splitting is not None:
+        for method, engine in ours.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", scarce.ScarceWarning)
-                a = splitting.estimate(problem, seed=seed)
+                a = engine.estimate(problem, seed=seed)
             lo, hi = a.ci(0.95)
-            runs["splitting"].add(a.probability, a.cov, a.n_queries, a.wall_time, lo <= truth <= hi)
+            runs[method].add(a.probability, a.cov, a.n_queries, a.wall_time, lo <= truth <= hi)
+            if method == "scarce":
+                r = a
         if competitors is not None and "openturns" in args.methods:
             o = competitors.run_openturns(plain_score, problem.dim, threshold, args.n_samples, args.p0, seed)
             runs["openturns"].add(o.probability, o.reported_cov, o.n_queries, o.wall_time, normal_covers(o.probability, o.reported_cov, truth))
@@ -116,12 +119,28 @@ def run_problem(name, params, args, competitors):
     return problem, runs
 
 
-def _splitting(spec: str):
-    """``AdaptiveMultilevelSplitting`` from ``"N,k,T,R"``, or None for an empty spec."""
-    if not spec:
-        return None
-    n, k, t, r = (int(v) for v in spec.split(","))
-    return scarce.AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r)
+def _splitting_rows(specs: list[str]) -> dict:
+    """``AdaptiveMultilevelSplitting`` rows by label from ``"N,k,T,R[,KERNEL]"`` specs."""
+    from scarce.kernels import make_kernel
+
+    rows = {}
+    for spec in specs:
+        fields = spec.split(",")
+        n, k, t, r = (int(v) for v in fields[:4])
+        kernel = make_kernel(fields[4]) if len(fields) > 4 else None
+        label = f"splitting {n},{k},{t},{r}" + (f" {fields[4]}" if kernel is not None else "")
+        rows[label] = scarce.AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r,
+                                                         kernel=kernel)
+    return rows
+
+
+def _kernel_rows(args) -> dict:
+    """Our Subset Simulation, as configured, with each ``--kernel``."""
+    from scarce.kernels import make_kernel
+
+    return {f"scarce {name}": scarce.SubsetSimulation(
+        n_samples=args.n_samples, level_probability=args.p0, stop_factor=args.stop_factor,
+        count_seeds=args.count_seeds, kernel=make_kernel(name)) for name in args.kernel}
 
 
 def splitting_limit_cov(probability: float, queries: float) -> float:
@@ -168,6 +187,9 @@ def summarise(problem, runs, args):
             ratios = boot[method] / boot["openturns"] * scale
             row["cov_ratio_ot_equal_queries_95"] = [float(q) for q in np.quantile(ratios, [0.025, 0.975])]
         row["time_ratio_ot"] = row["median_time"] / ref["median_time"] if ref else math.nan
+        ours = rows["scarce"]
+        row["cov_ratio_ss_equal_queries"] = row["cov"] / ours["cov"] * math.sqrt(row["queries"] / ours["queries"])
+        row["time_per_query_ratio_ss"] = (row["median_time"] / row["queries"]) / (ours["median_time"] / ours["queries"])
     return {"problem": problem.name, "exact": truth, "independent_bound": bound, "methods": rows}
 
 
@@ -194,8 +216,9 @@ def _runs_label(row) -> str:
 def markdown(summaries, args) -> str:
     head = (
         "| problem | method | runs | mean/truth | bias (SE) | CoV | CoV/bound | reported/observed CoV | 95% coverage "
-        "| queries | median time (s) | CoV / OT | CoV / OT, equal queries [95%] | time / OT | CoV / splitting limit |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| queries | median time (s) | CoV / OT | CoV / OT, equal queries [95%] | time / OT | CoV / splitting limit "
+        "| CoV / SS, equal queries | time per query / SS |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for s in summaries:
@@ -205,7 +228,8 @@ def markdown(summaries, args) -> str:
                 f"{row['cov']:.3f} | {row['cov_over_bound']:.2f} | {row['reported_over_observed']:.2f} | "
                 f"{row['coverage']:.0%} | {row['queries']:,.0f} | {row['median_time']:.4f} | "
                 f"{row['cov_ratio_ot']:.2f} | {_ratio_cell(row)} | {row['time_ratio_ot']:.2f} | "
-                f"{row['cov_over_limit']:.2f} |"
+                f"{row['cov_over_limit']:.2f} | {row['cov_ratio_ss_equal_queries']:.3f} | "
+                f"{row['time_per_query_ratio_ss']:.2f} |"
             )
     return "\n".join(lines)
 
@@ -220,7 +244,11 @@ def main(argv=None) -> int:
     parser.add_argument("--count-seeds", default="independent", choices=COUNT_SEEDS_RULES,
                         help="our engine's count_seeds rule (always: Au and Beck; never: OpenTURNS)")
     parser.add_argument("--methods", default="openturns,uqpy", help="competitors to run (comma separated)")
-    parser.add_argument("--splitting", default="", help="N,k,T,R: also run AdaptiveMultilevelSplitting (e.g. 500,50,3,4)")
+    parser.add_argument("--splitting", action="append", default=[], metavar="N,k,T,R[,KERNEL]",
+                        help="also run AdaptiveMultilevelSplitting (e.g. 1000,500,3,4 or 1000,500,1,4,surface); "
+                             "repeatable")
+    parser.add_argument("--kernel", action="append", default=[], metavar="NAME",
+                        help="also run our Subset Simulation with this registered kernel (e.g. surface); repeatable")
     parser.add_argument("--problems", default="all", help="comma-separated indices into BENCHMARK_SUITE, or 'all'")
     parser.add_argument("--seed-base", type=int, default=1000, help="repetition r runs every method with seed seed_base + r")
     parser.add_argument("--out", default="benchmarks/results/reliability.json")

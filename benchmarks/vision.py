@@ -222,10 +222,14 @@ def main() -> None:
     parser.add_argument("--n-samples", type=int, default=2000, help="Subset Simulation N per level")
     parser.add_argument("--rulers", default="",
                         help="comma-separated rulers, 'all', or 'none' (default: the run's top 3)")
-    parser.add_argument("--splitting", action="append", default=[], metavar="N,k,T,R",
+    parser.add_argument("--splitting", action="append", default=[], metavar="N,k,T,R[,KERNEL]",
                         help="also run adaptive multilevel splitting on the baseline's score (margin, or the "
                              "surrogate's margin with --set access=labels) with N particles, k killed, T moves "
-                             "and R replicas (repeat for several settings)")
+                             "and R replicas, and the kernel of that registry name (default acs; repeat for "
+                             "several settings)")
+    parser.add_argument("--subset", action="append", default=[], metavar="N,KERNEL",
+                        help="also run Subset Simulation on the baseline's score with N samples a level and the "
+                             "kernel of that registry name (acs, mma, surface; repeat for several settings)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="preset overrides, as given to `scarce vision --set` for the run directory")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
@@ -252,17 +256,45 @@ def main() -> None:
 
 
 def _splitting_method(baseline: str, spec: str, dtype: str) -> tuple[str, object, str]:
-    """The ``--splitting N,k,T,R`` row: adaptive multilevel splitting on the baseline's score, its
+    """The ``--splitting N,k,T,R[,KERNEL]`` row: adaptive multilevel splitting on the baseline's score, its
     latents in the precision Subset Simulation uses."""
     from scarce.estimators.splitting import AdaptiveMultilevelSplitting
 
+    fields = spec.split(",")
     try:
-        n, k, t, r = (int(v) for v in spec.split(","))
+        n, k, t, r = (int(v) for v in fields[:4])
     except ValueError:
-        raise SystemExit(f"--splitting must be four integers N,k,T,R, got {spec!r}") from None
-    engine = AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r, dtype=dtype)
+        raise SystemExit(f"--splitting must be four integers N,k,T,R and a kernel name, got {spec!r}") from None
+    kernel = _kernel(fields[4:], spec, "--splitting")
+    engine = AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r, dtype=dtype,
+                                         kernel=kernel)
     score = "surrogate margin" if baseline == "ss_surrogate" else "margin"
-    return baseline, engine, f"Splitting N={n} k={k} T={t} R={r}" + ("" if score == "margin" else f" ({score})")
+    label = f"Splitting N={n} k={k} T={t} R={r}" + (f" {kernel.name}" if len(fields) > 4 else "")
+    return baseline, engine, label + ("" if score == "margin" else f" ({score})")
+
+
+def _subset_method(baseline: str, spec: str, dtype: str) -> tuple[str, object, str]:
+    """The ``--subset N,KERNEL`` row: Subset Simulation on the baseline's score with that kernel."""
+    from scarce import SubsetSimulation
+
+    fields = spec.split(",")
+    try:
+        n = int(fields[0])
+    except ValueError:
+        raise SystemExit(f"--subset must be an integer N and a kernel name, got {spec!r}") from None
+    kernel = _kernel(fields[1:], spec, "--subset")
+    score = "surrogate margin" if baseline == "ss_surrogate" else "margin"
+    label = f"Subset N={n} {kernel.name}" + ("" if score == "margin" else f" ({score})")
+    return baseline, SubsetSimulation(n_samples=n, kernel=kernel, dtype=dtype), label
+
+
+def _kernel(fields: list[str], spec: str, option: str):  # type: ignore[no-untyped-def]
+    """The kernel a row's spec names (adaptive conditional sampling when it names none)."""
+    from scarce.kernels import KERNELS, make_kernel
+
+    if len(fields) > 1 or (fields and fields[0] not in KERNELS):
+        raise SystemExit(f"{option}: the last field must be one kernel name from {sorted(KERNELS)}, got {spec!r}")
+    return make_kernel(fields[0] if fields else "acs")
 
 
 #: Samples per independent stream of ``--truth-samples``: each chunk has its own seed, so chunks
@@ -398,7 +430,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     chosen, dense = _choose_seeds(args, context, truth, preset)
 
     clock = _component_clock()
-    methods = _methods(preset, rulers, args.splitting, settings.latent_dtype)
+    methods = _methods(preset, rulers, args.splitting, settings.latent_dtype, args.subset)
     per_seed_ratio: dict[str, list[float]] = {}
     rows, honesty = [], []
     for method in methods:
@@ -425,14 +457,16 @@ def _choose_rulers(spec: str, frame) -> list[str]:
     return [r for r in spec.split(",") if r] or list(rank_rulers(frame).ruler[:3])
 
 
-def _methods(preset, rulers: list[str], splitting: list[str], dtype: str) -> list[tuple[str, object, str]]:
+def _methods(preset, rulers: list[str], splitting: list[str], dtype: str,
+             subset: list[str] = ()) -> list[tuple[str, object, str]]:
     """The methods to measure, as (method key: the score; engine, None for the settings' own; name)."""
     from scarce.applications.vision.methods import display_name
 
     # without logits (access=labels) the baseline is Subset Simulation on the surrogate's margin
     baseline = "ss_surrogate" if getattr(preset, "access", "logits") == "labels" else "ss_margin"
     methods = [(key, None, display_name(key)) for key in (baseline, *(f"scarce:{r}" for r in rulers))]
-    return methods + [_splitting_method(baseline, spec, dtype) for spec in splitting]
+    return (methods + [_splitting_method(baseline, spec, dtype) for spec in splitting]
+            + [_subset_method(baseline, spec, dtype) for spec in subset])
 
 
 def _run_over_seeds(args: argparse.Namespace, context, settings, clock: _Clock, method: tuple[str, object, str],
