@@ -28,6 +28,17 @@ def test_estimate_json_round_trips():
     assert EstimateResult.from_dict(data).n_queries == data["n_queries"]
 
 
+def test_estimate_takes_the_response_surface_kernel_and_names_a_wrong_kernel():
+    result = runner.invoke(app, ["estimate", "--problem", "linear", "--dim", "20", "--pf", "1e-4", "--n-samples", "500",
+                                 "--kernel", "surface", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert "ResponseSurfaceSampling" in data["info"]["kernel"] and data["reached_failure"] is True
+    assert min(level["acceptance_rate"] for level in data["levels"][1:-1]) > 0.9  # the linear level is sampled exactly
+    wrong = runner.invoke(app, ["estimate", "--kernel", "surfce"])
+    assert wrong.exit_code == 2 and "Did you mean 'surface'" in wrong.output
+
+
 def test_monte_carlo_method():
     result = runner.invoke(app, ["estimate", "--problem", "linear", "--dim", "3", "--pf", "1e-2", "--method", "mc", "--n-samples", "5000", "--json"])
     assert result.exit_code == 0

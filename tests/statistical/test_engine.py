@@ -101,6 +101,22 @@ def test_reported_cov_tracks_observed_spread_and_intervals_cover():
     assert covered >= 51
 
 
+@pytest.mark.parametrize("problem", [linear(dim=50, probability=1e-5), chi_square(dim=20, probability=1e-5)],
+                         ids=lambda p: p.name)
+def test_response_surface_sampling_is_unbiased_with_honest_error_bars(problem):
+    """Exact surfaces: independent moves, so the CoV is about 0.6 of aCS's and the formula's gamma near 0."""
+    from scarce.kernels import ResponseSurfaceSampling
+
+    results = repeated(problem, SubsetSimulation(n_samples=1000, kernel=ResponseSurfaceSampling()), reps=60)
+    est = assert_unbiased(results, problem.exact_probability)
+    observed = est.std(ddof=1) / est.mean()
+    reported = np.mean([r.cov for r in results])
+    assert 0.65 < reported / observed < 1.35, (reported, observed)
+    covered = sum(lo <= problem.exact_probability <= hi for lo, hi in (r.ci(0.95) for r in results))
+    assert covered >= 51
+    assert max(level.correlation_factor for r in results for level in r.levels[2:]) < 1.0
+
+
 def test_monte_carlo_matches_truth_and_interval_covers():
     problem = linear(dim=5, probability=1e-2)
     results = repeated(problem, MonteCarlo(n_samples=20_000, batch_size=3000), reps=30)

@@ -24,7 +24,8 @@ def estimate(
     method: Method = typer.Option(Method.ss, help="ss: Subset Simulation; mc: crude Monte Carlo."),
     n_samples: int = typer.Option(2000, help="Samples per level (Monte Carlo: total samples)."),
     level_probability: float = typer.Option(0.1, help="Target conditional probability p0 in (0, 0.5]."),
-    kernel: str = typer.Option("acs", help="MCMC kernel: acs (adaptive conditional sampling) or mma (modified Metropolis)."),
+    kernel: str = typer.Option("acs", help="MCMC kernel: acs (adaptive conditional sampling), mma (modified Metropolis) "
+                                        "or surface (response-surface sampling, for scores close to linear or quadratic)."),
     max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
     stop_factor: float = typer.Option(
         0.5, help="Stop at the first level where stop_factor * p0 * N samples failed, in (0, 1]; 1 is the classic rule."
