@@ -31,7 +31,8 @@ the previous level's points, and the other half's ``recall x precision`` of the 
 of points in the level that the fitted level holds, times the share of the fitted level's points
 that are in the level) must reach ``min_agreement``. Otherwise the level is sampled by the local
 kernel alone (adaptive conditional sampling by default), draw for draw as that kernel would.
-Fitting needs at least ``4 (d + 2)`` finite scores.
+Fitting needs at least ``8 (d + 2)`` finite scores a level (:data:`ROWS_PER_COEFFICIENT`); with
+fewer, a held-out check in hundreds of dimensions measures mostly the fit's own noise.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ from scarce.normals import standard_normal
 
 #: Cells of the piecewise-constant proposal of ``t``: its density varies by about 2% within a cell.
 GRID_CELLS = 1024
+#: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
+ROWS_PER_COEFFICIENT = 8
+#: Points the fit reads at most, beyond ``ROWS_PER_COEFFICIENT (d + 2)``.
+FIT_ROWS = 1000
 #: The proposal of ``t`` covers the range where its log-density is within this of its peak.
 LOG_RANGE = 40.0
 
@@ -207,7 +212,7 @@ class ResponseSurfaceSampling(Kernel):
 def global_move(surface: Surface, u: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Candidates drawn from N(0, I) restricted to the fitted level, and their log Hastings factors."""
     n, dof, v = u.shape[0], surface.dof, surface.direction
-    x = u.astype(float)
+    x = np.asarray(u, dtype=float)
     t = x @ v
     s = np.einsum("ij,ij->i", x, x) - t * t  # |w|^2
     cdf = surface.cdf
@@ -255,22 +260,28 @@ def _draw_range(surface: Surface, t: np.ndarray, rng: np.random.Generator) -> tu
 def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float) -> Surface | None:
     """The response surface of ``score`` over ``u`` if its level ``>= threshold`` passes the held-out check.
 
-    The surface is fitted on the first half of the points (by row) and checked on the second,
-    then refitted on all of them; both fits come from one pair of normal equations.
+    At most ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` points are used, evenly spaced; the
+    surface is fitted on the first half of them and checked on the second, then refitted on
+    all of them (the two halves' normal equations add up). With fewer than
+    ``ROWS_PER_COEFFICIENT (d + 2)`` finite scores no surface is fitted: the held-out check
+    would measure the fit's noise.
     """
     n, dim = u.shape
     finite = np.isfinite(score)
-    if np.count_nonzero(finite) < 4 * (dim + 2) or not math.isfinite(threshold):
+    if np.count_nonzero(finite) < ROWS_PER_COEFFICIENT * (dim + 2) or not math.isfinite(threshold):
         return None
-    design = np.empty((n, dim + 2))
+    rows = min(n, max(FIT_ROWS, ROWS_PER_COEFFICIENT * (dim + 2)))
+    if rows < n:
+        pick = np.linspace(0, n - 1, rows).astype(int)
+        u, score, finite = u[pick], score[pick], finite[pick]
+    design = np.empty((rows, dim + 2))
     design[:, 0] = 1.0
     design[:, 1:-1] = u
     design[:, -1] = np.einsum("ij,ij->i", u, u)
-    half = n // 2
-    first = design[:half] if finite[:half].all() else design[:half][finite[:half]]
-    gram_a, moment_a = first.T @ first, first.T @ score[:half][finite[:half]]
-    every = design if finite.all() else design[finite]
-    gram, moment = every.T @ every, every.T @ score[finite]
+    half = rows // 2
+    (gram_a, moment_a), (gram_b, moment_b) = (_normal_equations(design[part], score[part], finite[part])
+                                              for part in (slice(None, half), slice(half, None)))
+    gram, moment = gram_a + gram_b, moment_a + moment_b
     coef = _solve(gram_a, moment_a)
     if coef is None or _agreement(design[half:] @ coef, score[half:], threshold) < min_agreement:
         return None
@@ -281,6 +292,13 @@ def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreemen
     if np.any(fitted[np.isposinf(score)] < threshold):  # a failure outside the fitted level: the score does not order them
         return None
     return _surface(coef, threshold, _agreement(fitted, score, threshold))
+
+
+def _normal_equations(design: np.ndarray, score: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``X^T X`` and ``X^T y`` over the rows with a finite score."""
+    if not finite.all():
+        design, score = design[finite], score[finite]
+    return design.T @ design, design.T @ score
 
 
 def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray | None:
