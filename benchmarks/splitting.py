@@ -10,6 +10,7 @@ et al. 2011), the mean reported over the observed CoV, and the 95% interval cove
 
     python benchmarks/splitting.py --runs 100 --settings "500,250,3;500,50,3;1000,500,3"
     python benchmarks/splitting.py --runs 300 --settings "" --ss-n 1000 --ss-p0 0.1,0.15,0.2,0.25,0.3
+    python benchmarks/splitting.py --runs 300 --kernel surface --ss-p0 0.1,0.2,adaptive --settings "1000,500,1"
 
 The second form measures Subset Simulation alone at several level probabilities ``p0`` (the
 first row is the reference of the ratio column).  ``--ss-p0 adaptive`` measures a rule that
@@ -34,6 +35,7 @@ import warnings
 import numpy as np
 
 from scarce import AdaptiveMultilevelSplitting, SubsetSimulation
+from scarce.kernels import KERNELS, make_kernel
 from scarce.problems import make_problem
 
 
@@ -98,7 +100,7 @@ def adaptive_levels():
         subset._Run._choose_level = fixed
 
 
-def allocation(problem, n_samples: int, runs: int, first_seed: int) -> None:
+def allocation(problem, n_samples: int, runs: int, first_seed: int, kernel: str = "acs") -> None:
     """Each level's variance term, and the variance left by the optimal split of the same queries.
 
     Intermediate levels are averaged by their index; every run's last factor (its failed
@@ -110,7 +112,7 @@ def allocation(problem, n_samples: int, runs: int, first_seed: int) -> None:
     for seed in range(first_seed, first_seed + runs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = SubsetSimulation(n_samples=n_samples).estimate(problem, seed=seed)
+            result = SubsetSimulation(n_samples=n_samples, kernel=make_kernel(kernel)).estimate(problem, seed=seed)
         if not result.reached_failure:
             continue
         reached += 1
@@ -163,6 +165,8 @@ def main() -> None:
                         help="Subset Simulation's level probabilities, comma-separated; 'adaptive' (or "
                              "'adaptive:P0', P0 setting the stop rule) chooses them per level")
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--kernel", default="acs", choices=sorted(KERNELS),
+                        help="the MCMC kernel of every row (registry name, default settings)")
     parser.add_argument("--allocation", action="store_true",
                         help="print the per-level variance terms and the optimal-allocation bound instead")
     args = parser.parse_args()
@@ -170,21 +174,24 @@ def main() -> None:
     limit = math.log(1 / args.probability) * (1 + math.log(1 / args.probability))
     rows = []
     if args.allocation:
-        allocation(problem, args.ss_n, args.runs, args.first_seed)
+        allocation(problem, args.ss_n, args.runs, args.first_seed, args.kernel)
         return
     for spec in args.ss_p0.split(","):
         # "adaptive" (or "adaptive:P0", P0 setting the stop rule): p0 chosen per level
         adaptive = spec.startswith("adaptive")
         p0 = float(spec.partition(":")[2] or 0.1) if adaptive else float(spec)
-        make_ss = lambda p0=p0: SubsetSimulation(n_samples=args.ss_n, level_probability=p0)  # noqa: E731
+        make_ss = lambda p0=p0: SubsetSimulation(n_samples=args.ss_n, level_probability=p0,  # noqa: E731
+                                                 kernel=make_kernel(args.kernel))
         with adaptive_levels() if adaptive else contextlib.nullcontext():
             row = measure(make_ss, problem, args.runs, args.first_seed)
         rows.append((f"subset_simulation N={args.ss_n} " + (f"adaptive (stop p0={p0:g})" if adaptive else f"p0={p0:g}"), row))
     for spec in filter(None, args.settings.split(";")):
         n, k, t = (int(v) for v in spec.split(","))
-        make = lambda n=n, k=k, t=t: AdaptiveMultilevelSplitting(n, k, t, n_replicas=args.replicas)  # noqa: E731
+        make = lambda n=n, k=k, t=t: AdaptiveMultilevelSplitting(  # noqa: E731
+            n, k, t, n_replicas=args.replicas, kernel=make_kernel(args.kernel))
         rows.append((f"splitting N={n} k={k} T={t} R={args.replicas}", measure(make, problem, args.runs, args.first_seed)))
-    print(f"{problem.name}, P = {args.probability:g}, {args.runs} runs each; splitting limit CoV^2 x queries = {limit:.0f}\n")
+    print(f"{problem.name}, P = {args.probability:g}, {args.runs} runs each, kernel {args.kernel}; splitting limit "
+          f"CoV^2 x queries = {limit:.0f}\n")
     print("| method | mean / truth | CoV | queries | CoV^2 x queries | / Subset Simulation | / limit | "
           "reported / observed CoV | 95% coverage | seconds |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -34,6 +34,15 @@ def test_every_registered_estimator_keeps_the_contract(name):
     assert check_estimator(make_estimator(name, **CONFIGS[name])) == SKIPPED.get(name, [])
 
 
+@pytest.mark.parametrize("name, config", [("subset_simulation", {"n_samples": 500}),
+                                          ("splitting", {"n_samples": 200, "n_killed": 100, "n_steps": 1})])
+def test_the_estimators_keep_the_contract_with_response_surface_sampling(name, config):
+    """The contract's problem is linear: its levels are sampled by the kernel's global moves."""
+    from scarce.kernels import ResponseSurfaceSampling
+
+    assert check_estimator(make_estimator(name, kernel=ResponseSurfaceSampling(), **config)) == []
+
+
 def test_the_suite_lists_its_rules_once_each():
     rules = [check.rule for check in estimator_checks(None)]
     assert rules == ["constructor_only_stores", "same_seed_same_result", "counts_queries", "json_round_trip",
