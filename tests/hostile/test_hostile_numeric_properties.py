@@ -707,3 +707,67 @@ def test_a_label_only_target_answering_anything_gives_a_result_or_a_scarce_error
         mlp(), X_MLP, target=target, score="surrogate_margin", scale=0.25, n_samples=100, device="cpu"))
     if result is not None:
         assert 0.0 <= result.probability <= 1.0 and result.n_queries > 0
+
+
+# -- response-surface sampling under hostile scores ----------------------------------------------
+_SURFACE_SCORES = ("linear", "quadratic", "constant", "steps", "sign", "abs", "tiny_noise")
+
+
+@st.composite
+def _hostile_score_problems(draw):
+    """A small problem whose score is linear, quadratic, tied, signed or noisy, at any scale."""
+    dim = draw(st.integers(1, 6))
+    shape = draw(st.sampled_from(_SURFACE_SCORES))
+    scale = draw(st.sampled_from(SCALES))
+    threshold = draw(st.sampled_from([0.5, 2.0, 3.5]))
+    direction = np.random.default_rng(draw(st.integers(0, 2**31))).normal(size=dim)
+    direction /= np.linalg.norm(direction)
+
+    def raw(u):
+        t = u @ direction
+        values = {"linear": t, "quadratic": (u * u).sum(1) - dim, "constant": np.zeros(len(u)),
+                  "steps": np.floor(2 * t) / 2, "sign": np.sign(t), "abs": np.abs(t),
+                  "tiny_noise": t + 1e-12 * np.sin(1e6 * u[:, 0])}[shape]
+        return values
+
+    def evaluate(u):
+        with np.errstate(over="ignore"):
+            return raw(u) * scale, raw(u) >= threshold
+
+    event(f"{shape} x {scale:g}")
+    return RareEventProblem(dim, evaluate, name=f"{shape}x{scale:g}")
+
+
+@hostile
+@given(problem=_hostile_score_problems(), n=st.sampled_from([100, 160]), seed=st.integers(0, 3))
+def test_response_surface_sampling_gives_a_result_or_a_clean_error_on_any_score(problem, n, seed):
+    from scarce.kernels import ResponseSurfaceSampling
+
+    estimator = SubsetSimulation(n_samples=n, max_levels=6, kernel=ResponseSurfaceSampling())
+    result = _expect_ok_or_scarce(lambda: estimator.estimate(problem, seed=seed))
+    if result is not None:
+        assert 0.0 <= result.probability <= 1.0 and result.n_queries > 0
+        low, high = result.ci(0.95)
+        assert 0.0 <= low <= high <= 1.0
+
+
+@hostile
+@given(n=st.integers(0, 80), dim=st.integers(1, 4), scale=st.sampled_from(SCALES),
+       threshold=st.sampled_from([-math.inf, -1.0, 0.0, 1.0, math.inf, math.nan]),
+       failed=st.integers(0, 5), seed=st.integers(0, 2**31))
+def test_fit_surface_returns_a_surface_or_none_for_any_sample(n, dim, scale, threshold, failed, seed):
+    from scarce.kernels.surface import fit_surface, global_move
+
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(n, dim))
+    with np.errstate(over="ignore"):
+        score = (u.sum(axis=1) + 0.3 * (u * u).sum(axis=1)) * scale
+    score[:min(failed, n)] = math.inf
+    surface = _expect_ok_or_scarce(lambda: fit_surface(u, score, threshold, 0.9))
+    if surface is not None:
+        state = u[np.isposinf(score) | (score >= threshold)]
+        moved = _expect_ok_or_scarce(lambda: global_move(surface, state, rng))
+        assert moved is not None
+        candidate, log_factor = moved
+        assert candidate.shape == state.shape and np.isfinite(candidate).all()
+        assert not np.isnan(log_factor).any()

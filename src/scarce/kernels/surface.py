@@ -274,6 +274,7 @@ def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreemen
     if rows < n:
         pick = np.linspace(0, n - 1, rows).astype(int)
         u, score, finite = u[pick], score[pick], finite[pick]
+    score, threshold = _standardised(score, finite, threshold)
     design = np.empty((rows, dim + 2))
     design[:, 0] = 1.0
     design[:, 1:-1] = u
@@ -292,6 +293,19 @@ def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreemen
     if np.any(fitted[np.isposinf(score)] < threshold):  # a failure outside the fitted level: the score does not order them
         return None
     return _surface(coef, threshold, _agreement(fitted, score, threshold))
+
+
+def _standardised(score: np.ndarray, finite: np.ndarray, threshold: float) -> tuple[np.ndarray, float]:
+    """Scores measured from the threshold in units of their spread, so the fit never overflows.
+
+    Levels are invariant under a positive affine map of the score, and so is the fitted level.
+    """
+    magnitude = max(float(np.max(np.abs(score[finite]))), abs(threshold))
+    if magnitude == 0.0:
+        return np.where(finite, 0.0, score), 0.0
+    shifted = score / magnitude - threshold / magnitude  # each term in [-1, 1]: no overflow
+    spread = float(np.std(shifted[finite]))
+    return (shifted / spread if spread > 0.0 else shifted), 0.0
 
 
 def _normal_equations(design: np.ndarray, score: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
