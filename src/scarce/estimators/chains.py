@@ -178,7 +178,7 @@ def _level_params(kernel: Kernel, seeds_u: np.ndarray, scale: float, sample: tup
                   threshold: float) -> KernelParams:
     """The kernel's parameters for a level: tuned to its seeds, then fitted to ``sample`` when there is one."""
     params = kernel.tune(seeds_u, scale)
-    return params if sample is None else kernel.fit(params, sample[0], sample[1], threshold)
+    return params if sample is None else kernel.fit(params, seeds_u, sample[0], sample[1], threshold)
 
 
 def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengths: np.ndarray,

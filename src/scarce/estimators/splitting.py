@@ -222,7 +222,7 @@ class _Replica:
         self.cur_u, self.cur_s = self.u[parents].copy(), self.score[parents].copy()
         self.params = cfg.kernel.tune(self.cur_u, self.scale)
         if type(cfg.kernel).fit is not Kernel.fit:  # a kernel that fits its proposal reads every particle
-            self.params = cfg.kernel.fit(self.params, self.u, self.score, level)
+            self.params = cfg.kernel.fit(self.params, self.cur_u, self.u, self.score, level)
         return True
 
     def propose(self) -> tuple[np.ndarray, np.ndarray]:

@@ -92,13 +92,17 @@ class Kernel(ABC):
     def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:
         """Candidates ``v`` (shape of ``u``) from a proposal reversible with respect to N(0, I)."""
 
-    def fit(self, params: KernelParams, u: np.ndarray, score: np.ndarray, threshold: float) -> KernelParams:
+    def fit(self, params: KernelParams, seeds: np.ndarray, u: np.ndarray, score: np.ndarray,
+            threshold: float) -> KernelParams:
         """Parameters fitted to a sample of the level the seeds were taken from; the default keeps ``params``.
 
-        ``u`` (shape ``(n, d)``) and ``score`` (effective scores, ``+inf`` for failures) are the
-        points of the previous level, ``threshold`` the boundary of the level the chains move in.
-        The driver calls it once per level, after :meth:`tune`; a kernel that learns nothing from
-        the points need not override it.  Pure: ``params`` is not changed.
+        ``seeds`` (shape ``(n_chains, d)``) are the chains' first states, in the order of the rows
+        :meth:`propose_weighted` will receive (the running chains are always a leading slice of
+        them); ``u`` (shape ``(n, d)``) and ``score`` (effective scores, ``+inf`` for failures) are
+        the points of the previous level, the seeds among them, and ``threshold`` is the boundary of
+        the level the chains move in. The driver calls it once per level, after :meth:`tune`; a
+        kernel that learns nothing from the points need not override it.  Pure: ``params`` is not
+        changed.
         """
         return params
 

@@ -24,7 +24,11 @@ Metropolis-Hastings factor is
 close to 1 inside the fitted level, and the driver accepts the move only when the candidate
 lies in the true level, so the chain leaves N(0, I) restricted to the level invariant whatever
 the fit. Where the surface is exact (a linear or chi-square score) the moves are independent
-draws from the level, accepted almost always.
+draws from the level, accepted almost always. Where it is not, a state of the level outside the
+fitted level is never moved (its factor is 0): invariant still, but that part of the level is
+carried by the seeds that start there. A chain moves by a surface fitted without its own seed
+(cross-fitting, :class:`ResponseSurfaceSampling`), so that its proposal does not lean towards
+its starting point.
 
 Before it uses them the kernel checks the surface on held-out points: it is fitted on one half of
 the previous level's points, and the other half's ``recall x precision`` of the level (the share
@@ -38,7 +42,6 @@ fewer, a held-out check in hundreds of dimensions measures mostly the fit's own 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,10 +54,14 @@ from scarce.normals import standard_normal
 
 #: Cells of the piecewise-constant proposal of ``t``: its density varies by about 2% within a cell.
 GRID_CELLS = 1024
+#: Seed of the fixed projection that matches points to seeds (cross-fitting); not a source of randomness.
+_PROBE_SEED = 20261127
+#: Smallest ratio of the equilibrated normal equations' Cholesky pivots: below it the design is singular.
+MIN_PIVOT_RATIO = 1e-6
 #: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
 ROWS_PER_COEFFICIENT = 8
 #: Points the fit reads at most, beyond ``ROWS_PER_COEFFICIENT (d + 2)``.
-FIT_ROWS = 1000
+FIT_ROWS = 500
 #: The proposal of ``t`` covers the range where its log-density is within this of its peak.
 LOG_RANGE = 40.0
 
@@ -122,9 +129,12 @@ class Surface:
 
 
 def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> np.ndarray:
-    """``log P(kappa s >= r)`` for ``s`` chi-square with ``dof`` degrees of freedom (``s = 0`` when ``dof = 0``)."""
+    """``log P(kappa s >= r)`` for ``s`` chi-square with ``dof`` degrees of freedom (``s = 0`` when ``dof = 0``).
+
+    A probability below the smallest double (about 1e-308) is 0 here: such a range is never
+    proposed, and a state there is never moved by a global move, which keeps the chain exact.
+    """
     from scipy.special import gammainc, gammaincc
-    from scipy.stats import chi2
 
     residual = np.asarray(residual, dtype=float)
     if dof == 0 or curvature == 0.0:
@@ -133,18 +143,17 @@ def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> 
     upper = curvature > 0.0  # s >= bound; otherwise s <= bound
     probability = (gammaincc if upper else gammainc)(0.5 * dof, 0.5 * bound)
     with np.errstate(divide="ignore"):
-        out = np.log(probability)
-    deep = (probability < 1e-300) & (upper | (bound > 0.0))
-    if np.any(deep):  # beyond the regularised gamma's range: scipy's log-tail functions
-        out[deep] = (chi2.logsf if upper else chi2.logcdf)(bound[deep], dof)
-    return out
+        return np.log(probability)
 
 
 @dataclass(frozen=True)
 class SurfaceParams(KernelParams):
-    """The local kernel's parameters and, when the level is sampled by global moves, the fitted surface."""
+    """The local kernel's parameters and, when the level is sampled by global moves, the fitted surfaces.
 
-    surface: Surface | None = None
+    ``surfaces[h]`` moves the chains ``h, h + 2, h + 4, ...``; it was fitted without their seeds.
+    """
+
+    surfaces: tuple[Surface, Surface] | None = None
 
 
 class ResponseSurfaceSampling(Kernel):
@@ -163,9 +172,12 @@ class ResponseSurfaceSampling(Kernel):
     -----
     See the module notes for the surface, the move and its Hastings factor. A level sampled by
     global moves is one of independence Metropolis-Hastings: its chains mix in a step where
-    the surface is exact, so their correlation factor ``gamma`` is close to 0. The fit reads
-    the previous level's points only (never the chains' own states), so each level's kernel is
-    fixed before its chains start.
+    the surface is exact, so their correlation factor ``gamma`` is close to 0. The surfaces are
+    fitted before the chains start, to the previous level's points, and cross-fitted: the chains
+    of even index move by a surface fitted without their seeds (every copy of them among the
+    points), the odd ones by one fitted without theirs. A surface fitted on a chain's own seed
+    would lean towards it, putting seeds inside the fitted level more often than fresh points of
+    the level fall there, and the chains would keep that lean. Both surfaces must pass the check.
     """
 
     name = "surface"
@@ -186,13 +198,16 @@ class ResponseSurfaceSampling(Kernel):
         params = self.local.tune(seeds, scale)
         return SurfaceParams(scale=params.scale, spread=params.spread)
 
-    def fit(self, params: KernelParams, u: np.ndarray, score: np.ndarray, threshold: float) -> KernelParams:
-        surface = fit_surface(np.asarray(u, dtype=float), np.asarray(score, dtype=float), float(threshold),
-                              self.min_agreement)
-        return replace(params, surface=surface) if isinstance(params, SurfaceParams) else params
+    def fit(self, params: KernelParams, seeds: np.ndarray, u: np.ndarray, score: np.ndarray,
+            threshold: float) -> KernelParams:
+        if not isinstance(params, SurfaceParams):
+            return params
+        surfaces = cross_fitted_surfaces(np.asarray(seeds), np.asarray(u), np.asarray(score, dtype=float),
+                                         float(threshold), self.min_agreement)
+        return replace(params, surfaces=surfaces)
 
     def adapted(self, params: KernelParams, acceptance: float, step: int) -> KernelParams:
-        if getattr(params, "surface", None) is not None:
+        if getattr(params, "surfaces", None) is not None:
             return params  # global moves have no scale; the local kernel's waits for its next level
         return self.local.adapted(params, acceptance, step)
 
@@ -203,10 +218,37 @@ class ResponseSurfaceSampling(Kernel):
     def propose_weighted(
         self, u: np.ndarray, params: KernelParams, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        surface = getattr(params, "surface", None)
-        if surface is None:
+        surfaces = getattr(params, "surfaces", None)
+        if surfaces is None:
             return self.local.propose_weighted(u, params, rng)
-        return global_move(surface, u, rng)
+        candidate, log_factor = np.empty_like(u), np.empty(u.shape[0])
+        for half, surface in enumerate(surfaces):  # chains h, h + 2, ... by the surface fitted without them
+            candidate[half::2], log_factor[half::2] = global_move(surface, u[half::2], rng)
+        return candidate, log_factor
+
+
+def row_keys(rows: np.ndarray) -> np.ndarray:
+    """Each row of a 2-D array as one opaque bytes value (NumPy's void type), comparable and sortable."""
+    rows = np.ascontiguousarray(rows)
+    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
+
+
+def cross_fitted_surfaces(seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
+                          min_agreement: float) -> tuple[Surface, Surface] | None:
+    """The surfaces of the even and the odd chains, each fitted to the points less every copy of its chains' seeds."""
+    # a point is matched to a seed by a fixed random projection of its coordinates: copies of a seed
+    # share it, and two different points share it with probability 0 (then one more is left out)
+    probe = np.random.default_rng(_PROBE_SEED).standard_normal(u.shape[1])
+    keys = np.asarray(u, dtype=float) @ probe
+    seed_keys = np.asarray(seeds, dtype=u.dtype).astype(float) @ probe
+    surfaces = []
+    for half in (0, 1):
+        kept = np.flatnonzero(~np.isin(keys, seed_keys[half::2]))
+        surface = fit_surface(u, score, threshold, min_agreement, rows=kept)
+        if surface is None:
+            return None
+        surfaces.append(surface)
+    return surfaces[0], surfaces[1]
 
 
 def global_move(surface: Surface, u: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -257,8 +299,9 @@ def _draw_range(surface: Surface, t: np.ndarray, rng: np.random.Generator) -> tu
     return np.where(ok, s, bound), ok
 
 
-def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float) -> Surface | None:
-    """The response surface of ``score`` over ``u`` if its level ``>= threshold`` passes the held-out check.
+def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
+                rows: np.ndarray | None = None) -> Surface | None:
+    """The response surface of ``score`` over ``u`` (its ``rows``, all by default) if its level passes the check.
 
     At most ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` points are used, evenly spaced; the
     surface is fitted on the first half of them and checked on the second, then refitted on
@@ -266,20 +309,21 @@ def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreemen
     ``ROWS_PER_COEFFICIENT (d + 2)`` finite scores no surface is fitted: the held-out check
     would measure the fit's noise.
     """
-    n, dim = u.shape
-    finite = np.isfinite(score)
+    dim = u.shape[1]
+    rows = np.arange(u.shape[0]) if rows is None else np.asarray(rows)
+    finite = np.isfinite(score[rows])
     if np.count_nonzero(finite) < ROWS_PER_COEFFICIENT * (dim + 2) or not math.isfinite(threshold):
         return None
-    rows = min(n, max(FIT_ROWS, ROWS_PER_COEFFICIENT * (dim + 2)))
-    if rows < n:
-        pick = np.linspace(0, n - 1, rows).astype(int)
-        u, score, finite = u[pick], score[pick], finite[pick]
-    score, threshold = _standardised(score, finite, threshold)
-    design = np.empty((rows, dim + 2))
+    n = min(rows.size, max(FIT_ROWS, ROWS_PER_COEFFICIENT * (dim + 2)))
+    if n < rows.size:
+        pick = np.linspace(0, rows.size - 1, n).astype(int)
+        rows, finite = rows[pick], finite[pick]
+    score, threshold = _standardised(score[rows], finite, threshold)
+    design = np.empty((n, dim + 2))
     design[:, 0] = 1.0
-    design[:, 1:-1] = u
-    design[:, -1] = np.einsum("ij,ij->i", u, u)
-    half = rows // 2
+    design[:, 1:-1] = u[rows]
+    design[:, -1] = np.einsum("ij,ij->i", design[:, 1:-1], design[:, 1:-1])
+    half = n // 2
     (gram_a, moment_a), (gram_b, moment_b) = (_normal_equations(design[part], score[part], finite[part])
                                               for part in (slice(None, half), slice(half, None)))
     gram, moment = gram_a + gram_b, moment_a + moment_b
@@ -316,25 +360,40 @@ def _normal_equations(design: np.ndarray, score: np.ndarray, finite: np.ndarray)
 
 
 def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray | None:
-    """Least-squares coefficients ``(alpha, beta_1..beta_d, kappa)`` from the normal equations (None: singular)."""
-    import scipy.linalg
+    """Least-squares coefficients ``(alpha, beta_1..beta_d, kappa)`` from the normal equations (None: singular).
+
+    The equations are equilibrated (unit diagonal), so the Cholesky factor's diagonal measures the
+    design rather than the columns' units; a ratio of its extremes below ``MIN_PIVOT_RATIO`` (a
+    condition number above about 1e12) counts as singular.
+    """
+    from scipy.linalg import cho_solve
 
     scale = np.sqrt(np.diag(gram))
-    if not np.all(scale > 0.0):
+    if not np.all((scale > 0.0) & np.isfinite(scale)):
         return None
-    try:  # equilibrated, so the condition number measures the design, not the columns' units
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", scipy.linalg.LinAlgWarning)  # ill-conditioned: no surface
-            coef = scipy.linalg.solve(gram / np.outer(scale, scale), moment / scale, assume_a="pos") / scale
-    except (np.linalg.LinAlgError, ValueError, scipy.linalg.LinAlgWarning):
-        return None
+    with np.errstate(all="ignore"):
+        unit = gram / np.outer(scale, scale)
+        if not np.all(np.isfinite(unit)) or not np.all(np.isfinite(moment)):
+            return None
+        try:
+            factor = np.linalg.cholesky(unit)
+        except np.linalg.LinAlgError:
+            return None
+        pivots = np.abs(np.diag(factor))
+        if pivots.min() < MIN_PIVOT_RATIO * pivots.max():
+            return None
+        coef = cho_solve((factor, True), moment / scale) / scale
     return coef if np.all(np.isfinite(coef)) else None
 
 
 def _agreement(fitted_score: np.ndarray, score: np.ndarray, threshold: float) -> float:
-    """``recall x precision`` of the fitted level ``{m >= threshold}`` for the level ``{score >= threshold}``."""
+    """``recall x precision`` of the fitted level ``{m >= threshold}`` for the points above the threshold.
+
+    Points scoring exactly the threshold (the level's boundary sample, ties) count on neither side.
+    """
     fitted = fitted_score >= threshold
-    level = score >= threshold
+    level = score > threshold
+    fitted &= level | (score < threshold)
     both = np.count_nonzero(fitted & level)
     if both == 0:
         return 0.0
@@ -384,8 +443,7 @@ def _grid(surface: Surface) -> np.ndarray | None:
 
 def _cell_log_mass(surface: Surface, edges: np.ndarray) -> np.ndarray:
     """Log-probability of each cell: the marginal at the cell's middle, normalised over the cells."""
-    from scipy.special import logsumexp
-
     middle = 0.5 * (edges[1:] + edges[:-1])
     log_m = _log_marginal(surface, middle)
-    return log_m - logsumexp(log_m)
+    peak = float(np.max(log_m))  # finite: the grid spans the marginal's peak
+    return log_m - (peak + math.log(float(np.sum(np.exp(log_m - peak)))))
