@@ -35,7 +35,7 @@ the previous level's points, and the other half's ``recall x precision`` of the 
 of points in the level that the fitted level holds, times the share of the fitted level's points
 that are in the level) must reach ``min_agreement``. Otherwise the level is sampled by the local
 kernel alone (adaptive conditional sampling by default), draw for draw as that kernel would.
-Fitting needs at least ``8 (d + 2)`` finite scores a level (:data:`ROWS_PER_COEFFICIENT`); with
+Fitting needs at least ``6 (d + 2)`` finite scores a level (:data:`ROWS_PER_COEFFICIENT`); with
 fewer, a held-out check in hundreds of dimensions measures mostly the fit's own noise.
 """
 
@@ -59,7 +59,7 @@ _PROBE_SEED = 20261127
 #: Smallest ratio of the equilibrated normal equations' Cholesky pivots: below it the design is singular.
 MIN_PIVOT_RATIO = 1e-6
 #: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
-ROWS_PER_COEFFICIENT = 8
+ROWS_PER_COEFFICIENT = 6
 #: Points the fit reads at most, beyond ``ROWS_PER_COEFFICIENT (d + 2)``.
 FIT_ROWS = 500
 #: The proposal of ``t`` covers the range where its log-density is within this of its peak.
