@@ -75,7 +75,8 @@ class Surface:
     direction : ndarray, shape (d,)
         ``v = beta / |beta|`` (the first axis when ``beta`` is 0).
     slope, curvature, offset : float
-        ``|beta|``, ``kappa`` and ``threshold - alpha``.
+        ``|beta|``, ``kappa`` and ``threshold - alpha``, for the score standardised by the fit
+        (measured from the threshold in units of its spread: the level is the same).
     edges : ndarray, shape (GRID_CELLS + 1,)
         Cell edges of the proposal of ``t``.
     log_mass : ndarray, shape (GRID_CELLS,)
@@ -225,12 +226,6 @@ class ResponseSurfaceSampling(Kernel):
         for half, surface in enumerate(surfaces):  # chains h, h + 2, ... by the surface fitted without them
             candidate[half::2], log_factor[half::2] = global_move(surface, u[half::2], rng)
         return candidate, log_factor
-
-
-def row_keys(rows: np.ndarray) -> np.ndarray:
-    """Each row of a 2-D array as one opaque bytes value (NumPy's void type), comparable and sortable."""
-    rows = np.ascontiguousarray(rows)
-    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
 
 
 def cross_fitted_surfaces(seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
