@@ -54,8 +54,9 @@ from scarce.normals import standard_normal
 
 #: Cells of the piecewise-constant proposal of ``t``: its density varies by about 2% within a cell.
 GRID_CELLS = 1024
-#: Seed of the fixed projection that matches points to seeds (cross-fitting); not a source of randomness.
-_PROBE_SEED = 20261127
+#: Seed of the fixed weights of the row hash that matches points to seeds (cross-fitting); not a
+#: source of randomness.
+_HASH_SEED = 20261127
 #: Smallest ratio of the equilibrated normal equations' Cholesky pivots: below it the design is singular.
 MIN_PIVOT_RATIO = 1e-6
 #: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
@@ -231,11 +232,7 @@ class ResponseSurfaceSampling(Kernel):
 def cross_fitted_surfaces(seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
                           min_agreement: float) -> tuple[Surface, Surface] | None:
     """The surfaces of the even and the odd chains, each fitted to the points less every copy of its chains' seeds."""
-    # a point is matched to a seed by a fixed random projection of its coordinates: copies of a seed
-    # share it, and two different points share it with probability 0 (then one more is left out)
-    probe = np.random.default_rng(_PROBE_SEED).standard_normal(u.shape[1])
-    keys = np.asarray(u, dtype=float) @ probe
-    seed_keys = np.asarray(seeds, dtype=u.dtype).astype(float) @ probe
+    keys, seed_keys = _row_hashes(u), _row_hashes(np.asarray(seeds, dtype=u.dtype))
     surfaces = []
     for half in (0, 1):
         kept = np.flatnonzero(~np.isin(keys, seed_keys[half::2]))
@@ -292,6 +289,19 @@ def _draw_range(surface: Surface, t: np.ndarray, rng: np.random.Generator) -> tu
         s = 2.0 * gammaincinv(half, uniform * tail)
     ok = (tail > 0.0) & np.isfinite(s)
     return np.where(ok, s, bound), ok
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row's bits: the same for every copy of a row, wherever it sits.
+
+    Integer sums wrap exactly and in any order, so unlike a floating-point projection the hash
+    does not depend on how a reduction is vectorised. Two different rows share a hash with
+    probability about 2^-64 (then one more point is left out of a fit, which is harmless).
+    """
+    rows = np.ascontiguousarray(rows)
+    bits = rows.view(np.uint64 if rows.itemsize == 8 else np.uint32).astype(np.uint64)
+    weights = np.random.default_rng(_HASH_SEED).integers(1, 2**63, size=rows.shape[1], dtype=np.uint64) | np.uint64(1)
+    return (bits * weights).sum(axis=1, dtype=np.uint64)
 
 
 def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
