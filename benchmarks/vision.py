@@ -264,7 +264,8 @@ def _splitting_method(baseline: str, spec: str, dtype: str) -> tuple[str, object
     try:
         n, k, t, r = (int(v) for v in fields[:4])
     except ValueError:
-        raise SystemExit(f"--splitting must be four integers N,k,T,R and a kernel name, got {spec!r}") from None
+        raise SystemExit(f"--splitting must be four integers N,k,T,R, optionally followed by a kernel name, "
+                         f"got {spec!r}") from None
     kernel = _kernel(fields[4:], spec, "--splitting")
     engine = AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r, dtype=dtype,
                                          kernel=kernel)

@@ -104,7 +104,7 @@ def test_reported_cov_tracks_observed_spread_and_intervals_cover():
 @pytest.mark.parametrize("problem", [linear(dim=50, probability=1e-5), chi_square(dim=20, probability=1e-5)],
                          ids=lambda p: p.name)
 def test_response_surface_sampling_is_unbiased_with_honest_error_bars(problem):
-    """Exact surfaces: independent moves, so the CoV is about 0.6 of aCS's and the formula's gamma near 0."""
+    """Exact surfaces: independent moves, so the chains' gamma is near 0 (aCS's is far above 1 on these levels)."""
     from scarce.kernels import ResponseSurfaceSampling
 
     results = repeated(problem, SubsetSimulation(n_samples=1000, kernel=ResponseSurfaceSampling()), reps=60)

@@ -25,7 +25,7 @@ def estimate(
     n_samples: int = typer.Option(2000, help="Samples per level (Monte Carlo: total samples)."),
     level_probability: float = typer.Option(0.1, help="Target conditional probability p0 in (0, 0.5]."),
     kernel: str = typer.Option("acs", help="MCMC kernel: acs (adaptive conditional sampling), mma (modified Metropolis) "
-                                        "or surface (response-surface sampling, for scores close to linear or quadratic)."),
+                                        "or surface (response-surface sampling, for scores close to a linear function plus one isotropic curvature)."),
     max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
     stop_factor: float = typer.Option(
         0.5, help="Stop at the first level where stop_factor * p0 * N samples failed, in (0, 1]; 1 is the classic rule."

@@ -1,10 +1,10 @@
 r"""Response-surface sampling: independent draws from a fitted level, corrected by Metropolis-Hastings.
 
-Markov chains inside a level are correlated, and that correlation (Au and Beck's ``gamma``, about
-2 for adaptive conditional sampling on the deep levels) is what keeps Subset Simulation at about
-twice the CoV that independent samples would give. Where the score is, in the standard-normal
-space, close to a linear function plus one isotropic curvature, the level can be sampled almost
-exactly. Before each level this kernel fits the response surface
+Markov chains inside a level are correlated, and that correlation (Au and Beck's ``gamma``) is
+what keeps Subset Simulation's CoV above the one independent samples would give (the benchmark
+page on splitting has the figures). Where the score is, in the standard-normal space, a linear
+function plus one isotropic curvature, the level can be sampled exactly, and where it is close to
+one, almost so. Before each level this kernel fits the response surface
 
 .. math:: m(u) = \alpha + \beta \cdot u + \kappa \lVert u \rVert^2
 
@@ -30,13 +30,15 @@ carried by the seeds that start there. A chain moves by a surface fitted without
 (cross-fitting, :class:`ResponseSurfaceSampling`), so that its proposal does not lean towards
 its starting point.
 
-Before it uses them the kernel checks the surface on held-out points: it is fitted on one half of
-the previous level's points, and the other half's ``recall x precision`` of the level (the share
-of points in the level that the fitted level holds, times the share of the fitted level's points
-that are in the level) must reach ``min_agreement``. Otherwise the level is sampled by the local
-kernel alone (adaptive conditional sampling by default), draw for draw as that kernel would.
-Fitting needs at least ``6 (d + 2)`` finite scores a level (:data:`ROWS_PER_COEFFICIENT`); with
-fewer, a held-out check in hundreds of dimensions measures mostly the fit's own noise.
+Before it uses a surface the kernel checks it on held-out points. The fit reads at most
+``max(FIT_ROWS, 6 (d + 2))`` of the previous level's points, evenly spaced; the surface fitted on
+the first half of them must reach ``min_agreement`` in ``recall x precision`` of the level on the
+second half (the share of points in the level that the fitted level holds, times the share of
+the fitted level's points that are in the level), and the surface then used is refitted on both
+halves and must hold every failure among those points. Otherwise the level is sampled by the
+local kernel alone (adaptive conditional sampling by default), draw for draw as that kernel
+would. Fitting needs at least ``6 (d + 2)`` finite scores a level (:data:`ROWS_PER_COEFFICIENT`);
+with fewer, a held-out check in hundreds of dimensions measures mostly the fit's own noise.
 """
 
 from __future__ import annotations
@@ -61,10 +63,14 @@ _HASH_SEED = 20261127
 MIN_PIVOT_RATIO = 1e-6
 #: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
 ROWS_PER_COEFFICIENT = 6
-#: Points the fit reads at most, beyond ``ROWS_PER_COEFFICIENT (d + 2)``.
+#: The fit reads at most ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` points, evenly spaced.
 FIT_ROWS = 500
 #: The proposal of ``t`` covers the range where its log-density is within this of its peak.
 LOG_RANGE = 40.0
+#: The first search for that range spans ``[-T_SPAN, T_SPAN]`` (beyond it ``phi(t) < 1e-347``) ...
+T_SPAN = 40.0
+#: ... in two passes of this many points, the second over the range the first found.
+COARSE_POINTS = 257
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,8 @@ class Surface:
     cdf : ndarray, shape (GRID_CELLS,)
         Cumulative probability of the cells, for drawing one.
     agreement : float
-        Held-out ``recall x precision`` of the fitted level.
+        ``recall x precision`` of this (refitted) surface's level on the points it was fitted to;
+        the check against ``min_agreement`` was made on held-out points before the refit.
     """
 
     direction: np.ndarray
@@ -183,7 +190,6 @@ class ResponseSurfaceSampling(Kernel):
     """
 
     name = "surface"
-    always_moves = True  # global candidates are fresh draws; the local kernel's must move too
 
     def __init__(self, local: Kernel | None = None, min_agreement: float = 0.9) -> None:
         if local is not None and (not isinstance(local, Kernel) or isinstance(local, ResponseSurfaceSampling)):
@@ -434,9 +440,9 @@ def _log_marginal(surface: Surface, t: np.ndarray) -> np.ndarray:
 
 def _grid(surface: Surface) -> np.ndarray | None:
     """Cell edges over the range where ``t``'s marginal is within :data:`LOG_RANGE` of its peak."""
-    low, high = -40.0, 40.0
-    for points in (257, 257):
-        t = np.linspace(low, high, points)
+    low, high = -T_SPAN, T_SPAN
+    for _ in range(2):
+        t = np.linspace(low, high, COARSE_POINTS)
         log_m = _log_marginal(surface, t)
         peak = float(np.max(log_m))
         if not math.isfinite(peak):

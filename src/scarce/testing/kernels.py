@@ -48,8 +48,10 @@ def last_states(kernel, seed: int = 0, dtype: type = np.float64):  # type: ignor
 
     rng = np.random.default_rng(seed)
     seeds = exact_halfspace(N_CHAINS, rng).astype(dtype)
-    # the wider level the seeds came from, for a kernel that fits its proposal (Kernel.fit)
-    wider = exact_halfspace(N_CHAINS, np.random.default_rng([seed, 1]), BETA - 1.0).astype(dtype)
+    # the wider level the seeds came from, the seeds among its points, for a kernel that fits its
+    # proposal (Kernel.fit)
+    wider = np.concatenate([exact_halfspace(N_CHAINS, np.random.default_rng([seed, 1]), BETA - 1.0).astype(dtype),
+                            seeds])
     population, stats_ = run_chains(kernel, seeds, _along(seeds, 0), BETA, N_CHAINS * STEPS, kernel.initial_scale,
                                     _along, rng, sample=(wider, _along(wider, 0)))
     return population.u[:, -1], stats_
