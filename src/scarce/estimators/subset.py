@@ -699,7 +699,7 @@ class _Run:
 
     def _fit_sample(self, population: Population) -> tuple[np.ndarray, np.ndarray] | None:
         """The population's points and scores for a kernel that fits its proposal to them (None for one that does not)."""
-        if type(self.kernel).fit is Kernel.fit:
+        if not self.kernel.fits_points:
             return None  # the kernel learns nothing from them: no copy of the population
         return population.flat_u(), population.flat_scores()
 

@@ -106,6 +106,11 @@ class Kernel(ABC):
         """
         return params
 
+    @property
+    def fits_points(self) -> bool:
+        """Whether the kernel overrides :meth:`fit`; drivers hand a level's points only to such kernels."""
+        return type(self).fit is not Kernel.fit
+
     def propose_weighted(
         self, u: np.ndarray, params: KernelParams, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray | None]:

@@ -54,7 +54,8 @@ from scarce.kernels.base import Kernel, KernelParams
 from scarce.kernels.conditional import ConditionalSampling
 from scarce.normals import standard_normal
 
-#: Cells of the piecewise-constant proposal of ``t``: its density varies by about 2% within a cell.
+#: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
+#: within one, so the Hastings factors stay close to 1.
 GRID_CELLS = 1024
 #: Seed of the fixed weights of the row hash that matches points to seeds (cross-fitting); not a
 #: source of randomness.
