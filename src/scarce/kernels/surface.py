@@ -30,9 +30,9 @@ carried by the seeds that start there. A chain moves by a surface fitted without
 (cross-fitting, :class:`ResponseSurfaceSampling`), so that its proposal does not lean towards
 its starting point.
 
-Before it uses a surface the kernel checks it on held-out points. The fit reads at most
-``max(FIT_ROWS, 6 (d + 2))`` of the previous level's points, evenly spaced; the surface fitted on
-the first half of them must reach ``min_agreement`` in ``recall x precision`` of the level on the
+Before it uses a surface the kernel checks it on held-out points. The fit reads about
+``max(FIT_ROWS, 6 (d + 2))`` of the previous level's points that it keeps, evenly spaced; the
+surface fitted on the first half of them must reach ``min_agreement`` in ``recall x precision`` of the level on the
 second half (the share of points in the level that the fitted level holds, times the share of
 the fitted level's points that are in the level), and the surface then used is refitted on both
 halves and must hold every failure among those points. Otherwise the level is sampled by the
@@ -43,6 +43,7 @@ with fewer, a held-out check in hundreds of dimensions measures mostly the fit's
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -64,7 +65,7 @@ _HASH_SEED = 20261127
 MIN_PIVOT_RATIO = 1e-6
 #: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
 ROWS_PER_COEFFICIENT = 6
-#: The fit reads at most ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` points, evenly spaced.
+#: The fit reads about ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` kept points, evenly spaced.
 FIT_ROWS = 500
 #: The proposal of ``t`` covers the range where its log-density is within this of its peak.
 LOG_RANGE = 40.0
@@ -127,14 +128,20 @@ class Surface:
         width = self.edges[1] - self.edges[0]
         cell = np.floor((t - self.edges[0]) / width)
         inside = (cell >= 0) & (cell < self.log_mass.size)
-        out = np.full(t.shape, -math.inf)
-        out[inside] = self.log_mass[cell[inside].astype(int)] - math.log(width)
-        return out
+        return np.where(inside, self.log_mass[np.where(inside, cell, 0).astype(np.intp)] - math.log(width), -math.inf)
 
-    def log_target_over_proposal(self, t: np.ndarray) -> np.ndarray:
-        """``log [phi(t) S(t) / q(t)]``, the part of the Hastings factor each end of a move contributes."""
+    def log_weight(self, t: np.ndarray, log_range: np.ndarray | None = None,
+                   log_proposal: np.ndarray | None = None) -> np.ndarray:
+        """``log [phi(t) S(t) / q(t)]``, the part of the Hastings factor each end of a move contributes.
+
+        ``log_range`` (``log S(t)``) and ``log_proposal`` (``log q(t)``) are passed when the caller has them.
+        """
+        if log_range is None:
+            log_range = self.log_range_probability(t)
+        if log_proposal is None:
+            log_proposal = self.log_proposal(t)
         with np.errstate(invalid="ignore"):  # -inf - -inf outside the proposal's cells: nan, then -inf
-            out = _log_phi(t) + self.log_range_probability(t) - self.log_proposal(t)
+            out = _log_phi(t) + log_range - log_proposal
         return np.where(np.isnan(out), -math.inf, out)
 
 
@@ -150,8 +157,7 @@ def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> 
     if dof == 0 or curvature == 0.0:
         return np.where(residual <= 0.0, 0.0, -math.inf)
     bound = np.maximum(residual / curvature, 0.0)
-    upper = curvature > 0.0  # s >= bound; otherwise s <= bound
-    probability = (gammaincc if upper else gammainc)(0.5 * dof, 0.5 * bound)
+    probability = (gammaincc if curvature > 0.0 else gammainc)(0.5 * dof, 0.5 * bound)  # s >= bound, or s <= bound
     with np.errstate(divide="ignore"):
         return np.log(probability)
 
@@ -160,10 +166,12 @@ def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> 
 class SurfaceParams(KernelParams):
     """The local kernel's parameters and, when the level is sampled by global moves, the fitted surfaces.
 
-    ``surfaces[h]`` moves the chains ``h, h + 2, h + 4, ...``; it was fitted without their seeds.
+    ``surfaces[0]`` moves the chains before ``split``, ``surfaces[1]`` the others; each was fitted
+    without its chains' seeds.
     """
 
     surfaces: tuple[Surface, Surface] | None = None
+    split: int = 0
 
 
 class ResponseSurfaceSampling(Kernel):
@@ -183,9 +191,10 @@ class ResponseSurfaceSampling(Kernel):
     See the module notes for the surface, the move and its Hastings factor. A level sampled by
     global moves is one of independence Metropolis-Hastings: its chains mix in a step where
     the surface is exact, so their correlation factor ``gamma`` is close to 0. The surfaces are
-    fitted before the chains start, to the previous level's points, and cross-fitted: the chains
-    of even index move by a surface fitted without their seeds (every copy of them among the
-    points), the odd ones by one fitted without theirs. A surface fitted on a chain's own seed
+    fitted before the chains start, to the previous level's points, and cross-fitted: the first
+    half of the chains move by a surface fitted without their seeds (every copy of them among
+    the points), the second half by one fitted without theirs (halves, not alternate chains, so
+    that each surface moves a contiguous block of rows). A surface fitted on a chain's own seed
     would lean towards it, putting seeds inside the fitted level more often than fresh points of
     the level fall there, and the chains would keep that lean. Both surfaces must pass the check.
     """
@@ -213,7 +222,7 @@ class ResponseSurfaceSampling(Kernel):
             return params
         surfaces = cross_fitted_surfaces(np.asarray(seeds), np.asarray(u), np.asarray(score, dtype=float),
                                          float(threshold), self.min_agreement)
-        return replace(params, surfaces=surfaces)
+        return replace(params, surfaces=surfaces, split=_split(len(seeds)))
 
     def adapted(self, params: KernelParams, acceptance: float, step: int) -> KernelParams:
         if getattr(params, "surfaces", None) is not None:
@@ -230,72 +239,117 @@ class ResponseSurfaceSampling(Kernel):
         surfaces = getattr(params, "surfaces", None)
         if surfaces is None:
             return self.local.propose_weighted(u, params, rng)
-        candidate, log_factor = np.empty_like(u), np.empty(u.shape[0])
-        for half, surface in enumerate(surfaces):  # chains h, h + 2, ... by the surface fitted without them
-            candidate[half::2], log_factor[half::2] = global_move(surface, u[half::2], rng)
-        return candidate, log_factor
-
-
-def cross_fitted_surfaces(seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
-                          min_agreement: float) -> tuple[Surface, Surface] | None:
-    """The surfaces of the even and the odd chains, each fitted to the points less every copy of its chains' seeds."""
-    keys, seed_keys = _row_hashes(u), _row_hashes(np.asarray(seeds, dtype=u.dtype))
-    surfaces = []
-    for half in (0, 1):
-        kept = np.flatnonzero(~np.isin(keys, seed_keys[half::2]))
-        surface = fit_surface(u, score, threshold, min_agreement, rows=kept)
-        if surface is None:
-            return None
-        surfaces.append(surface)
-    return surfaces[0], surfaces[1]
+        return global_moves(surfaces, params.split, u, rng)
 
 
 def global_move(surface: Surface, u: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Candidates drawn from N(0, I) restricted to the fitted level, and their log Hastings factors."""
-    n, dof, v = u.shape[0], surface.dof, surface.direction
-    x = np.asarray(u, dtype=float)
+    return global_moves((surface,), u.shape[0], u, rng)
+
+
+def global_moves(surfaces: tuple[Surface, ...], split: int, u: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`global_move` for every row of ``u``: rows before ``split`` by ``surfaces[0]``, the others by ``surfaces[1]``.
+
+    The random numbers are drawn for the whole batch at once (``d`` normals and three uniforms a
+    row), and each block of rows is moved in place, so the blocks stay contiguous.
+    """
+    n = u.shape[0]
+    w = standard_normal(rng, u.shape, np.float64)
+    uniforms = rng.random((3, n))
+    log_factor = np.empty(n)
+    for surface, rows in zip(surfaces, (slice(0, min(split, n)), slice(min(split, n), n))):
+        if rows.start < rows.stop:
+            log_factor[rows] = _move_block(surface, u[rows], w[rows], uniforms[:, rows])
+    return (w if u.dtype == np.float64 else w.astype(u.dtype)), log_factor
+
+
+def _move_block(surface: Surface, u: np.ndarray, w: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """Turn the normals ``w`` into candidates for the states ``u`` (in place); their log Hastings factors.
+
+    With ``p = w . v``, the candidate is ``f (w - p v) + t' v``: ``t'`` from the proposal's cells,
+    and ``f = 1`` where the surface is flat (the normals' own length across ``v`` is the
+    chi-square draw) or the factor that gives ``|w - p v|^2`` the drawn ``s'``.
+    """
+    v, x = surface.direction, np.asarray(u, dtype=float)
     t = x @ v
-    s = np.einsum("ij,ij->i", x, x) - t * t  # |w|^2
+    s = np.einsum("ij,ij->i", x, x) - t * t  # |w|^2 of the states
     cdf = surface.cdf
-    cell = np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), cdf.size - 1)
-    t_new = surface.edges[cell] + (surface.edges[1] - surface.edges[0]) * rng.random(n)
-    w = standard_normal(rng, x.shape, np.float64)
-    w -= (w @ v)[:, None] * v  # N(0, I) across v: its length is the chi-square draw when kappa = 0
-    drawn = np.ones(n, dtype=bool)
-    if dof and surface.curvature != 0.0:
-        s_new, drawn = _draw_range(surface, t_new, rng)
-        length = np.sqrt(np.einsum("ij,ij->i", w, w))
-        w *= (np.sqrt(s_new) / np.where(length > 0.0, length, 1.0))[:, None]
-    candidate = w
-    candidate += t_new[:, None] * v
+    cell = np.minimum(np.searchsorted(cdf, uniforms[0] * cdf[-1], side="right"), cdf.size - 1)
+    width = surface.edges[1] - surface.edges[0]
+    t_new = surface.edges[cell] + width * uniforms[1]
+    log_proposal = surface.log_mass[cell] - math.log(width)  # the density of the cell each t' was drawn in
+    proj = w @ v
+    if surface.dof and surface.curvature != 0.0:
+        s_new, log_range, drawn = _draw_range(surface.residual(t_new) / surface.curvature, surface.curvature > 0.0,
+                                              surface.dof, uniforms[2])
+        across = np.sqrt(np.maximum(np.einsum("ij,ij->i", w, w) - proj * proj, 0.0))
+        factor = np.sqrt(s_new) / np.where(across > 0.0, across, 1.0)
+        w *= factor[:, None]
+        proj *= factor
+    else:
+        log_range, drawn = np.where(surface.residual(t_new) <= 0.0, 0.0, -math.inf), True
+    w += (t_new - proj)[:, None] * v
     if u.dtype != np.float64:  # the factor is that of the candidate as stored, after rounding
-        candidate = candidate.astype(u.dtype)
-        t_new = candidate.astype(float) @ v
+        w[...] = w.astype(u.dtype)
+        t_new, log_range, log_proposal = w @ v, None, None
     with np.errstate(invalid="ignore"):  # inf - inf where the state lies outside the proposal: rejected below
-        log_factor = surface.log_target_over_proposal(t_new) - surface.log_target_over_proposal(t)
+        log_factor = surface.log_weight(t_new, log_range, log_proposal) - surface.log_weight(t)
         keep = surface.contains(t, s) & drawn & np.isfinite(log_factor)
-    return candidate, np.where(keep, log_factor, -math.inf)
+    return np.where(keep, log_factor, -math.inf)
 
 
-def _draw_range(surface: Surface, t: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``s = |w|^2`` drawn from the chi-square restricted to the fitted level at each ``t``, and which draws exist.
+def _draw_range(bound: np.ndarray, upper: bool, dof: int,
+                uniform: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``s`` chi-square restricted to ``[bound, inf)`` (``upper``) or ``[0, bound]``, by inverse CDF of ``uniform``.
 
-    Inverse-CDF sampling of the chi-square (``2 Gamma(dof / 2)``) restricted to ``[bound, inf)``
-    (``kappa > 0``) or ``[0, bound]`` (``kappa < 0``).
+    Returns the draws (``bound`` where the range has no mass in double precision), the log mass
+    of the range and which draws exist.
     """
     from scipy.special import gammainc, gammaincc, gammaincinv, gammainccinv
 
-    half, kappa = 0.5 * surface.dof, surface.curvature
-    bound = np.maximum(surface.residual(t) / kappa, 0.0)
-    uniform = rng.random(t.size)
-    if kappa > 0.0:
-        tail = gammaincc(half, 0.5 * bound)
-        s = 2.0 * gammainccinv(half, uniform * tail)
-    else:
-        tail = gammainc(half, 0.5 * bound)
-        s = 2.0 * gammaincinv(half, uniform * tail)
+    half, bound = 0.5 * dof, np.maximum(bound, 0.0)
+    tail = (gammaincc if upper else gammainc)(half, 0.5 * bound)
+    s = 2.0 * (gammainccinv if upper else gammaincinv)(half, uniform * tail)
     ok = (tail > 0.0) & np.isfinite(s)
-    return np.where(ok, s, bound), ok
+    with np.errstate(divide="ignore"):
+        return np.where(ok, s, bound), np.log(tail), ok
+
+
+def cross_fitted_surfaces(seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
+                          min_agreement: float) -> tuple[Surface, Surface] | None:
+    """The surfaces of the first and the second half of the chains, each fitted to the points less every copy of its chains' seeds."""
+    first, second = fit_surfaces(u, score, threshold, min_agreement, copies_of_seeds(u, seeds))
+    return None if first is None or second is None else (first, second)
+
+
+def _split(n_seeds: int) -> int:
+    """Chains moved by the first of the two surfaces: the first half of them (rounded up)."""
+    return (n_seeds + 1) // 2
+
+
+def copies_of_seeds(u: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Masks over ``u``'s rows: ``[0, i]`` says row ``i`` is a copy of a seed in the first half, ``[1, i]`` the second.
+
+    A copy shares every coordinate with its seed, so only the rows whose first coordinate is
+    some seed's are hashed (:func:`_row_hashes`); the hashes then decide.
+    """
+    seeds = np.asarray(seeds, dtype=u.dtype)
+    masks = np.zeros((2, u.shape[0]), dtype=bool)
+    if seeds.shape[0] == 0 or u.shape[0] == 0:
+        return masks
+    near = np.flatnonzero(np.isin(u[:, 0], seeds[:, 0]))
+    keys, seed_keys = _row_hashes(u[near]), _row_hashes(seeds)
+    split = _split(seeds.shape[0])
+    for half, part in enumerate((slice(None, split), slice(split, None))):
+        masks[half, near[np.isin(keys, seed_keys[part])]] = True
+    return masks
+
+
+@functools.lru_cache(maxsize=16)
+def _hash_weights(dim: int) -> np.ndarray:
+    """The fixed odd 64-bit weights of :func:`_row_hashes` for rows of ``dim`` entries."""
+    return np.random.default_rng(_HASH_SEED).integers(1, 2**63, size=dim, dtype=np.uint64) | np.uint64(1)
 
 
 def _row_hashes(rows: np.ndarray) -> np.ndarray:
@@ -306,49 +360,89 @@ def _row_hashes(rows: np.ndarray) -> np.ndarray:
     probability about 2^-64 (then one more point is left out of a fit, which is harmless).
     """
     rows = np.ascontiguousarray(rows)
-    bits = rows.view(np.uint64 if rows.itemsize == 8 else np.uint32).astype(np.uint64)
-    weights = np.random.default_rng(_HASH_SEED).integers(1, 2**63, size=rows.shape[1], dtype=np.uint64) | np.uint64(1)
-    return (bits * weights).sum(axis=1, dtype=np.uint64)
+    bits = rows.view(np.uint64) if rows.itemsize == 8 else rows.view(np.uint32).astype(np.uint64)
+    return (bits * _hash_weights(rows.shape[1])).sum(axis=1, dtype=np.uint64)
 
 
 def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
                 rows: np.ndarray | None = None) -> Surface | None:
     """The response surface of ``score`` over ``u`` (its ``rows``, all by default) if its level passes the check.
 
-    At most ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` points are used, evenly spaced; the
-    surface is fitted on the first half of them and checked on the second, then refitted on
-    all of them (the two halves' normal equations add up). With fewer than
-    ``ROWS_PER_COEFFICIENT (d + 2)`` finite scores no surface is fitted: the held-out check
-    would measure the fit's noise.
+    One surface of :func:`fit_surfaces`, which leaves out the rows not in ``rows``.
     """
-    dim = u.shape[1]
-    rows = np.arange(u.shape[0]) if rows is None else np.asarray(rows)
-    finite = np.isfinite(score[rows])
-    if np.count_nonzero(finite) < ROWS_PER_COEFFICIENT * (dim + 2) or not math.isfinite(threshold):
-        return None
-    n = min(rows.size, max(FIT_ROWS, ROWS_PER_COEFFICIENT * (dim + 2)))
-    if n < rows.size:
-        pick = np.linspace(0, rows.size - 1, n).astype(int)
-        rows, finite = rows[pick], finite[pick]
-    score, threshold = _standardised(score[rows], finite, threshold)
-    design = np.empty((n, dim + 2))
+    left_out = np.zeros((1, u.shape[0]), dtype=bool)
+    if rows is not None:
+        left_out[0] = True
+        left_out[0, np.asarray(rows)] = False
+    return fit_surfaces(u, score, threshold, min_agreement, left_out)[0]
+
+
+def fit_surfaces(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
+                 left_out: np.ndarray) -> list[Surface | None]:
+    """For each mask of ``left_out``, the surface fitted to the points it keeps, if its level passes the check.
+
+    The fits read about ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` kept points: that many
+    over the share of points the most leaving mask keeps, evenly spaced among all the points.
+    Each surface is fitted on the kept points of the first half of them and checked on those of
+    the second, then refitted on both (normal equations add up, and a mask's left-out rows are
+    taken out of them by subtraction, so the masks share one design). A mask keeping fewer than
+    ``ROWS_PER_COEFFICIENT (d + 2)`` finite scores gets no surface: the held-out check would
+    measure the fit's noise. The scores are standardised over all the points read; the fitted
+    level does not depend on that positive affine map.
+    """
+    total, dim = u.shape
+    finite = np.isfinite(score)
+    needed = ROWS_PER_COEFFICIENT * (dim + 2)
+    kept = [int(np.count_nonzero(finite & ~mask)) for mask in left_out]
+    usable = [count >= needed for count in kept]
+    if not any(usable) or not math.isfinite(threshold):
+        return [None] * len(left_out)
+    fewest = min(int(np.count_nonzero(~mask)) for mask, ok in zip(left_out, usable) if ok)
+    n = min(total, math.ceil(max(FIT_ROWS, needed) * total / fewest))
+    picked = np.linspace(0, total - 1, n).astype(int) if n < total else np.arange(total)
+    design = _design(u[picked])
+    y, threshold = _standardised(score[picked], finite[picked], threshold)
+    parts = (slice(None, n // 2), slice(n // 2, None))
+    sums = [_normal_equations(design[part], y[part], finite[picked][part]) for part in parts]
+    return [_checked_fit(design, y, threshold, min_agreement, mask[picked], finite[picked], parts, sums)
+            if ok else None for mask, ok in zip(left_out, usable)]
+
+
+def _design(u: np.ndarray) -> np.ndarray:
+    """Rows ``(1, u, |u|^2)`` of the least-squares design."""
+    design = np.empty((u.shape[0], u.shape[1] + 2))
     design[:, 0] = 1.0
-    design[:, 1:-1] = u[rows]
+    design[:, 1:-1] = u
     design[:, -1] = np.einsum("ij,ij->i", design[:, 1:-1], design[:, 1:-1])
-    half = n // 2
-    (gram_a, moment_a), (gram_b, moment_b) = (_normal_equations(design[part], score[part], finite[part])
-                                              for part in (slice(None, half), slice(half, None)))
-    gram, moment = gram_a + gram_b, moment_a + moment_b
+    return design
+
+
+def _checked_fit(design: np.ndarray, y: np.ndarray, threshold: float, min_agreement: float, out: np.ndarray,
+                 finite: np.ndarray, parts: tuple[slice, slice],
+                 sums: list[tuple[np.ndarray, np.ndarray]]) -> Surface | None:
+    """The surface of the rows not ``out``: fitted on the first part, checked on the second, refitted on both."""
+    (gram_a, moment_a), (gram_b, moment_b) = (
+        _less(gram, moment, design[part], y[part], out[part] & finite[part]) for part, (gram, moment) in zip(parts, sums))
     coef = _solve(gram_a, moment_a)
-    if coef is None or _agreement(design[half:] @ coef, score[half:], threshold) < min_agreement:
+    held = ~out[parts[1]]
+    if coef is None or _agreement(design[parts[1]][held] @ coef, y[parts[1]][held], threshold) < min_agreement:
         return None
-    coef = _solve(gram, moment)
+    coef = _solve(gram_a + gram_b, moment_a + moment_b)
     if coef is None:
         return None
-    fitted = design @ coef
-    if np.any(fitted[np.isposinf(score)] < threshold):  # a failure outside the fitted level: the score does not order them
+    fitted, y = design[~out] @ coef, y[~out]
+    if np.any(fitted[np.isposinf(y)] < threshold):  # a failure outside the fitted level: the score does not order them
         return None
-    return _surface(coef, threshold, _agreement(fitted, score, threshold))
+    return _surface(coef, threshold, _agreement(fitted, y, threshold))
+
+
+def _less(gram: np.ndarray, moment: np.ndarray, design: np.ndarray, y: np.ndarray,
+          out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Normal equations less the contribution of the rows ``out`` (which must have finite scores)."""
+    if not out.any():
+        return gram, moment
+    rows = design[out]
+    return gram - rows.T @ rows, moment - rows.T @ y[out]
 
 
 def _standardised(score: np.ndarray, finite: np.ndarray, threshold: float) -> tuple[np.ndarray, float]:
@@ -364,11 +458,11 @@ def _standardised(score: np.ndarray, finite: np.ndarray, threshold: float) -> tu
     return (shifted / spread if spread > 0.0 else shifted), 0.0
 
 
-def _normal_equations(design: np.ndarray, score: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _normal_equations(design: np.ndarray, y: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``X^T X`` and ``X^T y`` over the rows with a finite score."""
     if not finite.all():
-        design, score = design[finite], score[finite]
-    return design.T @ design, design.T @ score
+        design, y = design[finite], y[finite]
+    return design.T @ design, design.T @ y
 
 
 def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray | None:
@@ -378,23 +472,21 @@ def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray | None:
     design rather than the columns' units; a ratio of its extremes below ``MIN_PIVOT_RATIO`` (a
     condition number above about 1e12) counts as singular.
     """
-    from scipy.linalg import cho_solve
+    from scipy.linalg import lapack
 
     scale = np.sqrt(np.diag(gram))
-    if not np.all((scale > 0.0) & np.isfinite(scale)):
-        return None
     with np.errstate(all="ignore"):
-        unit = gram / np.outer(scale, scale)
-        if not np.all(np.isfinite(unit)) or not np.all(np.isfinite(moment)):
+        unit = gram / scale[:, None] / scale
+        rhs = moment / scale
+        if not (np.isfinite(unit).all() and np.isfinite(rhs).all() and (scale > 0.0).all()):
             return None
-        try:
-            factor = np.linalg.cholesky(unit)
-        except np.linalg.LinAlgError:
+        factor, coef, info = lapack.dposv(unit, rhs, lower=1)
+        if info != 0:
             return None
         pivots = np.abs(np.diag(factor))
         if pivots.min() < MIN_PIVOT_RATIO * pivots.max():
             return None
-        coef = cho_solve((factor, True), moment / scale) / scale
+        coef = coef / scale
     return coef if np.all(np.isfinite(coef)) else None
 
 
@@ -422,11 +514,11 @@ def _surface(coef: np.ndarray, threshold: float, agreement: float) -> Surface | 
     direction = beta / slope if slope > 0.0 else np.eye(dim)[0]
     partial = Surface(direction, slope, kappa, threshold - float(coef[0]), np.zeros(2), np.zeros(1), np.zeros(1),
                       agreement)
-    edges = _grid(partial)
-    if edges is None:
+    grid = _grid(partial)
+    log_mass = None if grid is None else _cell_log_mass(partial, *grid)
+    if log_mass is None:
         return None
-    log_mass = _cell_log_mass(partial, edges)
-    return replace(partial, edges=edges, log_mass=log_mass, cdf=np.cumsum(np.exp(log_mass)))
+    return replace(partial, edges=grid[0], log_mass=log_mass, cdf=np.cumsum(np.exp(log_mass)))
 
 
 def _log_phi(t: np.ndarray) -> np.ndarray:
@@ -439,8 +531,11 @@ def _log_marginal(surface: Surface, t: np.ndarray) -> np.ndarray:
     return _log_phi(t) + surface.log_range_probability(t)
 
 
-def _grid(surface: Surface) -> np.ndarray | None:
-    """Cell edges over the range where ``t``'s marginal is within :data:`LOG_RANGE` of its peak."""
+def _grid(surface: Surface) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Cell edges over the range where ``t``'s marginal is within :data:`LOG_RANGE` of its peak.
+
+    Also returns the last pass's points and log-marginal, from which the cells' masses are interpolated.
+    """
     low, high = -T_SPAN, T_SPAN
     for _ in range(2):
         t = np.linspace(low, high, COARSE_POINTS)
@@ -450,12 +545,24 @@ def _grid(surface: Surface) -> np.ndarray | None:
             return None
         keep = np.flatnonzero(log_m >= peak - LOG_RANGE)
         low, high = t[max(keep[0] - 1, 0)], t[min(keep[-1] + 1, t.size - 1)]
-    return np.linspace(low, high, GRID_CELLS + 1)
+    return np.linspace(low, high, GRID_CELLS + 1), t, log_m
 
 
-def _cell_log_mass(surface: Surface, edges: np.ndarray) -> np.ndarray:
-    """Log-probability of each cell: the marginal at the cell's middle, normalised over the cells."""
+def _cell_log_mass(surface: Surface, edges: np.ndarray, t: np.ndarray, log_m: np.ndarray) -> np.ndarray | None:
+    """Log-probability of each cell: the log-marginal at the cell's middle, normalised over the cells.
+
+    The proposal only has to be known exactly, not to equal the marginal: the log-marginal is
+    interpolated linearly from the points ``t`` (whose span holds the cells), and computed
+    where an interpolant is not finite (next to a point where the marginal vanishes). The
+    Hastings factor divides the exact marginal by these masses.
+    """
     middle = 0.5 * (edges[1:] + edges[:-1])
-    log_m = _log_marginal(surface, middle)
-    peak = float(np.max(log_m))  # finite: the grid spans the marginal's peak
-    return log_m - (peak + math.log(float(np.sum(np.exp(log_m - peak)))))
+    with np.errstate(invalid="ignore"):
+        cell = np.interp(middle, t, log_m)
+    exact = ~np.isfinite(cell)
+    if exact.any():
+        cell[exact] = _log_marginal(surface, middle[exact])
+    peak = float(np.max(cell))
+    if not math.isfinite(peak):
+        return None
+    return cell - (peak + math.log(float(np.sum(np.exp(cell - peak)))))
