@@ -224,3 +224,45 @@ def test_every_copy_of_a_seed_is_recognised_wherever_it_sits(dim, dtype):
     seeds = np.ascontiguousarray(u[rng.integers(0, 2190, 700)][::-1])  # copies, elsewhere in memory
     assert np.isin(_row_hashes(seeds), _row_hashes(u)).all()
     assert np.unique(_row_hashes(u)).size == 2190
+
+
+def test_copies_of_seeds_marks_exactly_the_copies_of_each_half():
+    """The first-coordinate screen and the hashes find the same rows as a comparison of whole rows."""
+    from scarce.kernels.surface import copies_of_seeds
+
+    rng = np.random.default_rng(11)
+    u = rng.standard_normal((600, 5))
+    u[:40, 0] = u[40:80, 0]  # rows sharing a first coordinate with others, but not copies
+    seeds = u[rng.integers(0, 600, 91)]
+    u[rng.integers(0, 600, 50)] = seeds[rng.integers(0, 91, 50)]  # more copies, elsewhere
+    masks = copies_of_seeds(u, seeds)
+    half = (91 + 1) // 2
+    for h, part in enumerate((seeds[:half], seeds[half:])):
+        expected = (u[:, None, :] == part[None, :, :]).all(axis=2).any(axis=1)
+        np.testing.assert_array_equal(masks[h], expected)
+
+
+def test_left_out_rows_are_subtracted_exactly_from_the_fit():
+    """A surface with rows left out is the least-squares fit of the kept rows (its level's geometry)."""
+    from scarce.kernels.surface import fit_surfaces
+
+    rng = np.random.default_rng(12)
+    u = rng.standard_normal((400, 3))
+    score = 0.5 + u @ np.array([1.0, -2.0, 0.5]) + 0.3 * np.einsum("ij,ij->i", u, u) + 0.2 * rng.standard_normal(400)
+    failed = score > 6.0
+    score[failed] = math.inf  # failures: in no least-squares sum, and left out of none here
+    out = np.zeros((2, 400), dtype=bool)
+    out[0, rng.choice(400, 80, replace=False)] = True
+    out[1, rng.choice(400, 60, replace=False)] = True
+    out[:, failed] = False
+    surfaces = fit_surfaces(u, score, 2.0, 1e-6, out)
+    assert 5 < failed.sum() < 100
+    for mask, surface in zip(out, surfaces):
+        keep = ~mask & np.isfinite(score)
+        design = np.column_stack([np.ones(keep.sum()), u[keep], np.einsum("ij,ij->i", u[keep], u[keep])])
+        coef = np.linalg.lstsq(design, score[keep], rcond=None)[0]
+        slope = np.linalg.norm(coef[1:-1])
+        assert surface is not None
+        np.testing.assert_allclose(surface.direction, coef[1:-1] / slope, atol=1e-9)
+        assert surface.curvature / surface.slope == pytest.approx(coef[-1] / slope, rel=1e-9)
+        assert surface.offset / surface.slope == pytest.approx((2.0 - coef[0]) / slope, rel=1e-9)

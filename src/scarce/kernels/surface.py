@@ -400,6 +400,8 @@ def fit_surfaces(u: np.ndarray, score: np.ndarray, threshold: float, min_agreeme
     fewest = min(int(np.count_nonzero(~mask)) for mask, ok in zip(left_out, usable) if ok)
     n = min(total, math.ceil(max(FIT_ROWS, needed) * total / fewest))
     picked = np.linspace(0, total - 1, n).astype(int) if n < total else np.arange(total)
+    if not finite[picked].any():
+        return [None] * len(left_out)
     design = _design(u[picked])
     y, threshold = _standardised(score[picked], finite[picked], threshold)
     parts = (slice(None, n // 2), slice(n // 2, None))
