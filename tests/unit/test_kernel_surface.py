@@ -266,3 +266,31 @@ def test_left_out_rows_are_subtracted_exactly_from_the_fit():
         np.testing.assert_allclose(surface.direction, coef[1:-1] / slope, atol=1e-9)
         assert surface.curvature / surface.slope == pytest.approx(coef[-1] / slope, rel=1e-9)
         assert surface.offset / surface.slope == pytest.approx((2.0 - coef[0]) / slope, rel=1e-9)
+
+
+def test_a_local_kernel_keeps_its_own_parameter_class():
+    """A local kernel whose parameters carry more than scale and spread gets them back, unchanged."""
+    from dataclasses import dataclass, replace
+
+    from scarce.kernels.base import KernelParams
+
+    @dataclass(frozen=True)
+    class DampedParams(KernelParams):
+        damping: float = 1.0
+
+    class Damped(ConditionalSampling):
+        def tune(self, seeds, scale):
+            return DampedParams(scale=scale, spread=np.ones(seeds.shape[1]), damping=0.5)
+
+        def adapted(self, params, acceptance, step):
+            assert isinstance(params, DampedParams)
+            return replace(params, scale=params.scale * (1.1 if acceptance > self.target_acceptance else 0.9))
+
+        def propose(self, u, params, rng):
+            assert isinstance(params, DampedParams) and params.damping == 0.5
+            return super().propose(u, replace(params, scale=params.scale * params.damping), rng)
+
+    problem = four_branch()  # no surface passes the check: every level is the local kernel's
+    a = SubsetSimulation(n_samples=500, kernel=Damped()).estimate(problem, seed=4)
+    b = SubsetSimulation(n_samples=500, kernel=ResponseSurfaceSampling(local=Damped())).estimate(problem, seed=4)
+    assert a.probability == b.probability and a.cov == b.cov and a.n_queries == b.n_queries

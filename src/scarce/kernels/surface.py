@@ -166,12 +166,25 @@ def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> 
 class SurfaceParams(KernelParams):
     """The local kernel's parameters and, when the level is sampled by global moves, the fitted surfaces.
 
-    ``surfaces[0]`` moves the chains before ``split``, ``surfaces[1]`` the others; each was fitted
-    without its chains' seeds.
+    ``local`` is what the local kernel's :meth:`~Kernel.tune` or :meth:`~Kernel.adapted` returned,
+    of whatever class (``scale`` and ``spread`` repeat its own); ``surfaces[0]`` moves the chains
+    before ``split``, ``surfaces[1]`` the others, each fitted without its chains' seeds.
     """
 
+    local: KernelParams | None = None
     surfaces: tuple[Surface, Surface] | None = None
     split: int = 0
+
+    @classmethod
+    def wrapping(cls, local: KernelParams) -> SurfaceParams:
+        """Parameters holding ``local`` (the local kernel's own, unchanged) and no surface."""
+        return cls(scale=local.scale, spread=local.spread, local=local)
+
+    @staticmethod
+    def local_of(params: KernelParams) -> KernelParams:
+        """The local kernel's parameters inside ``params`` (``params`` itself when it wraps none)."""
+        inner = getattr(params, "local", None)
+        return params if inner is None else inner
 
 
 class ResponseSurfaceSampling(Kernel):
@@ -213,13 +226,12 @@ class ResponseSurfaceSampling(Kernel):
         self.always_moves = bool(self.local.always_moves)
 
     def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
-        params = self.local.tune(seeds, scale)
-        return SurfaceParams(scale=params.scale, spread=params.spread)
+        return SurfaceParams.wrapping(self.local.tune(seeds, scale))
 
     def fit(self, params: KernelParams, seeds: np.ndarray, u: np.ndarray, score: np.ndarray,
             threshold: float) -> KernelParams:
         if not isinstance(params, SurfaceParams):
-            return params
+            params = SurfaceParams.wrapping(params)
         surfaces = cross_fitted_surfaces(np.asarray(seeds), np.asarray(u), np.asarray(score, dtype=float),
                                          float(threshold), self.min_agreement)
         return replace(params, surfaces=surfaces, split=_split(len(seeds)))
@@ -227,18 +239,18 @@ class ResponseSurfaceSampling(Kernel):
     def adapted(self, params: KernelParams, acceptance: float, step: int) -> KernelParams:
         if getattr(params, "surfaces", None) is not None:
             return params  # global moves have no scale; the local kernel's waits for its next level
-        return self.local.adapted(params, acceptance, step)
+        return SurfaceParams.wrapping(self.local.adapted(SurfaceParams.local_of(params), acceptance, step))
 
     def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:
         """The local kernel's candidates (the global move needs its Hastings factor: :meth:`propose_weighted`)."""
-        return self.local.propose(u, params, rng)
+        return self.local.propose(u, SurfaceParams.local_of(params), rng)
 
     def propose_weighted(
         self, u: np.ndarray, params: KernelParams, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray | None]:
         surfaces = getattr(params, "surfaces", None)
         if surfaces is None:
-            return self.local.propose_weighted(u, params, rng)
+            return self.local.propose_weighted(u, SurfaceParams.local_of(params), rng)
         return global_moves(surfaces, params.split, u, rng)
 
 
