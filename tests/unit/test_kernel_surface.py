@@ -217,7 +217,7 @@ def test_a_chain_never_moves_by_a_surface_fitted_on_its_own_seed():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_every_copy_of_a_seed_is_recognised_wherever_it_sits(dim, dtype):
     """Cross-fitting leaves a chain's seed out of its surface by matching row hashes: exact for copies."""
-    from scarce.kernels.surface import _row_hashes
+    from scarce.kernels.response_surface import _row_hashes
 
     rng = np.random.default_rng(dim)
     u = rng.standard_normal((2190, dim)).astype(dtype)

@@ -30,20 +30,11 @@ carried by the seeds that start there. A chain moves by a surface fitted without
 (cross-fitting, :class:`ResponseSurfaceSampling`), so that its proposal does not lean towards
 its starting point.
 
-Before it uses a surface the kernel checks it on held-out points. The fit reads about
-``max(FIT_ROWS, 6 (d + 2))`` of the previous level's points that it keeps, evenly spaced; the
-surface fitted on the first half of them must reach ``min_agreement`` in ``recall x precision`` of the level on the
-second half (the share of points in the level that the fitted level holds, times the share of
-the fitted level's points that are in the level), and the surface then used is refitted on both
-halves and must hold every failure among those points. Otherwise the level is sampled by the
-local kernel alone (adaptive conditional sampling by default), draw for draw as that kernel
-would. Fitting needs at least ``6 (d + 2)`` finite scores a level (:data:`ROWS_PER_COEFFICIENT`);
-with fewer, a held-out check in hundreds of dimensions measures mostly the fit's own noise.
+The surface, its fit and its held-out check are in :mod:`scarce.kernels.response_surface`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -53,113 +44,18 @@ from scarce.checks import check_in_interval
 from scarce.errors import ScarceError
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.kernels.conditional import ConditionalSampling
+from scarce.kernels.response_surface import (
+    Surface,
+    copies_of_seeds,
+    cross_fitted_surfaces,
+    fit_surface,
+    fit_surfaces,
+    split_point,
+)
 from scarce.normals import standard_normal
 
-#: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
-#: within one, so the Hastings factors stay close to 1.
-GRID_CELLS = 1024
-#: Seed of the fixed weights of the row hash that matches points to seeds (cross-fitting); not a
-#: source of randomness.
-_HASH_SEED = 20261127
-#: Smallest ratio of the equilibrated normal equations' Cholesky pivots: below it the design is singular.
-MIN_PIVOT_RATIO = 1e-6
-#: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
-ROWS_PER_COEFFICIENT = 6
-#: The fit reads about ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` kept points, evenly spaced.
-FIT_ROWS = 500
-#: The proposal of ``t`` covers the range where its log-density is within this of its peak.
-LOG_RANGE = 40.0
-#: The first search for that range spans ``[-T_SPAN, T_SPAN]`` (beyond it ``phi(t) < 1e-347``) ...
-T_SPAN = 40.0
-#: ... in two passes of this many points, the second over the range the first found.
-COARSE_POINTS = 257
-
-
-@dataclass(frozen=True)
-class Surface:
-    """A fitted response surface ``alpha + beta . u + kappa |u|^2`` and its level ``>= threshold``.
-
-    Attributes
-    ----------
-    direction : ndarray, shape (d,)
-        ``v = beta / |beta|`` (the first axis when ``beta`` is 0).
-    slope, curvature, offset : float
-        ``|beta|``, ``kappa`` and ``threshold - alpha``, for the score standardised by the fit
-        (measured from the threshold in units of its spread: the level is the same).
-    edges : ndarray, shape (GRID_CELLS + 1,)
-        Cell edges of the proposal of ``t``.
-    log_mass : ndarray, shape (GRID_CELLS,)
-        Log-probability of each cell (they sum to one).
-    cdf : ndarray, shape (GRID_CELLS,)
-        Cumulative probability of the cells, for drawing one.
-    agreement : float
-        ``recall x precision`` of this (refitted) surface's level on the points it was fitted to;
-        the check against ``min_agreement`` was made on held-out points before the refit.
-    """
-
-    direction: np.ndarray
-    slope: float
-    curvature: float
-    offset: float
-    edges: np.ndarray
-    log_mass: np.ndarray
-    cdf: np.ndarray
-    agreement: float
-
-    @property
-    def dof(self) -> int:
-        """Degrees of freedom of ``|w|^2``: the dimension less one."""
-        return self.direction.size - 1
-
-    def residual(self, t: np.ndarray) -> np.ndarray:
-        """``r(t) = (b - alpha) - |beta| t - kappa t^2``; the fitted level at ``t`` is ``kappa s >= r(t)``."""
-        return self.offset - self.slope * t - self.curvature * t * t
-
-    def log_range_probability(self, t: np.ndarray) -> np.ndarray:
-        """``log S(t)``: the log chi-square probability that ``s = |w|^2`` lies in the fitted level at ``t``."""
-        return _log_range_probability(self.residual(t), self.curvature, self.dof)
-
-    def contains(self, t: np.ndarray, s: np.ndarray) -> np.ndarray:
-        """Whether the points with coordinates ``(t, s)`` lie in the fitted level."""
-        return self.curvature * s >= self.residual(t)
-
-    def log_proposal(self, t: np.ndarray) -> np.ndarray:
-        """Log-density of the piecewise-constant proposal of ``t`` (``-inf`` outside its cells)."""
-        width = self.edges[1] - self.edges[0]
-        cell = np.floor((t - self.edges[0]) / width)
-        inside = (cell >= 0) & (cell < self.log_mass.size)
-        return np.where(inside, self.log_mass[np.where(inside, cell, 0).astype(np.intp)] - math.log(width), -math.inf)
-
-    def log_weight(self, t: np.ndarray, log_range: np.ndarray | None = None,
-                   log_proposal: np.ndarray | None = None) -> np.ndarray:
-        """``log [phi(t) S(t) / q(t)]``, the part of the Hastings factor each end of a move contributes.
-
-        ``log_range`` (``log S(t)``) and ``log_proposal`` (``log q(t)``) are passed when the caller has them.
-        """
-        if log_range is None:
-            log_range = self.log_range_probability(t)
-        if log_proposal is None:
-            log_proposal = self.log_proposal(t)
-        with np.errstate(invalid="ignore"):  # -inf - -inf outside the proposal's cells: nan, then -inf
-            out = _log_phi(t) + log_range - log_proposal
-        return np.where(np.isnan(out), -math.inf, out)
-
-
-def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> np.ndarray:
-    """``log P(kappa s >= r)`` for ``s`` chi-square with ``dof`` degrees of freedom (``s = 0`` when ``dof = 0``).
-
-    A probability below the smallest double (about 1e-308) is 0 here: such a range is never
-    proposed, and a state there is never moved by a global move, which keeps the chain exact.
-    """
-    from scipy.special import gammainc, gammaincc
-
-    residual = np.asarray(residual, dtype=float)
-    if dof == 0 or curvature == 0.0:
-        return np.where(residual <= 0.0, 0.0, -math.inf)
-    bound = np.maximum(residual / curvature, 0.0)
-    probability = (gammaincc if curvature > 0.0 else gammainc)(0.5 * dof, 0.5 * bound)  # s >= bound, or s <= bound
-    with np.errstate(divide="ignore"):
-        return np.log(probability)
+__all__ = ["ResponseSurfaceSampling", "Surface", "SurfaceParams", "copies_of_seeds", "cross_fitted_surfaces",
+           "fit_surface", "fit_surfaces", "global_move", "global_moves"]
 
 
 @dataclass(frozen=True)
@@ -234,7 +130,7 @@ class ResponseSurfaceSampling(Kernel):
             params = SurfaceParams.wrapping(params)
         surfaces = cross_fitted_surfaces(np.asarray(seeds), np.asarray(u), np.asarray(score, dtype=float),
                                          float(threshold), self.min_agreement)
-        return replace(params, surfaces=surfaces, split=_split(len(seeds)))
+        return replace(params, surfaces=surfaces, split=split_point(len(seeds)))
 
     def adapted(self, params: KernelParams, acceptance: float, step: int) -> KernelParams:
         if getattr(params, "surfaces", None) is not None:
@@ -261,7 +157,7 @@ def global_move(surface: Surface, u: np.ndarray, rng: np.random.Generator) -> tu
 
 def global_moves(surfaces: tuple[Surface, ...], split: int, u: np.ndarray,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`global_move` for every row of ``u``: rows before ``split`` by ``surfaces[0]``, the others by ``surfaces[1]``.
+    """:func:`global_move` for each row of ``u``: rows before ``split`` by ``surfaces[0]``, the rest by ``surfaces[1]``.
 
     The random numbers are drawn for the whole batch at once (``d`` normals and three uniforms a
     row), and each block of rows is moved in place, so the blocks stay contiguous.
@@ -326,257 +222,3 @@ def _draw_range(bound: np.ndarray, upper: bool, dof: int,
     ok = (tail > 0.0) & np.isfinite(s)
     with np.errstate(divide="ignore"):
         return np.where(ok, s, bound), np.log(tail), ok
-
-
-def cross_fitted_surfaces(seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
-                          min_agreement: float) -> tuple[Surface, Surface] | None:
-    """The surfaces of the first and the second half of the chains, each fitted to the points less every copy of its chains' seeds."""
-    first, second = fit_surfaces(u, score, threshold, min_agreement, copies_of_seeds(u, seeds))
-    return None if first is None or second is None else (first, second)
-
-
-def _split(n_seeds: int) -> int:
-    """Chains moved by the first of the two surfaces: the first half of them (rounded up)."""
-    return (n_seeds + 1) // 2
-
-
-def copies_of_seeds(u: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """Masks over ``u``'s rows: ``[0, i]`` says row ``i`` is a copy of a seed in the first half, ``[1, i]`` the second.
-
-    A copy shares every coordinate with its seed, so only the rows whose first coordinate is
-    some seed's are hashed (:func:`_row_hashes`); the hashes then decide.
-    """
-    seeds = np.asarray(seeds, dtype=u.dtype)
-    masks = np.zeros((2, u.shape[0]), dtype=bool)
-    if seeds.shape[0] == 0 or u.shape[0] == 0:
-        return masks
-    near = np.flatnonzero(np.isin(u[:, 0], seeds[:, 0]))
-    keys, seed_keys = _row_hashes(u[near]), _row_hashes(seeds)
-    split = _split(seeds.shape[0])
-    for half, part in enumerate((slice(None, split), slice(split, None))):
-        masks[half, near[np.isin(keys, seed_keys[part])]] = True
-    return masks
-
-
-@functools.lru_cache(maxsize=16)
-def _hash_weights(dim: int) -> np.ndarray:
-    """The fixed odd 64-bit weights of :func:`_row_hashes` for rows of ``dim`` entries."""
-    return np.random.default_rng(_HASH_SEED).integers(1, 2**63, size=dim, dtype=np.uint64) | np.uint64(1)
-
-
-def _row_hashes(rows: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each row's bits: the same for every copy of a row, wherever it sits.
-
-    Integer sums wrap exactly and in any order, so unlike a floating-point projection the hash
-    does not depend on how a reduction is vectorised. Two different rows share a hash with
-    probability about 2^-64 (then one more point is left out of a fit, which is harmless).
-    """
-    rows = np.ascontiguousarray(rows)
-    bits = rows.view(np.uint64) if rows.itemsize == 8 else rows.view(np.uint32).astype(np.uint64)
-    return (bits * _hash_weights(rows.shape[1])).sum(axis=1, dtype=np.uint64)
-
-
-def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
-                rows: np.ndarray | None = None) -> Surface | None:
-    """The response surface of ``score`` over ``u`` (its ``rows``, all by default) if its level passes the check.
-
-    One surface of :func:`fit_surfaces`, which leaves out the rows not in ``rows``.
-    """
-    left_out = np.zeros((1, u.shape[0]), dtype=bool)
-    if rows is not None:
-        left_out[0] = True
-        left_out[0, np.asarray(rows)] = False
-    return fit_surfaces(u, score, threshold, min_agreement, left_out)[0]
-
-
-def fit_surfaces(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
-                 left_out: np.ndarray) -> list[Surface | None]:
-    """For each mask of ``left_out``, the surface fitted to the points it keeps, if its level passes the check.
-
-    The fits read about ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` kept points: that many
-    over the share of points the most leaving mask keeps, evenly spaced among all the points.
-    Each surface is fitted on the kept points of the first half of them and checked on those of
-    the second, then refitted on both (normal equations add up, and a mask's left-out rows are
-    taken out of them by subtraction, so the masks share one design). A mask keeping fewer than
-    ``ROWS_PER_COEFFICIENT (d + 2)`` finite scores gets no surface: the held-out check would
-    measure the fit's noise. The scores are standardised over all the points read; the fitted
-    level does not depend on that positive affine map.
-    """
-    total, dim = u.shape
-    finite = np.isfinite(score)
-    needed = ROWS_PER_COEFFICIENT * (dim + 2)
-    kept = [int(np.count_nonzero(finite & ~mask)) for mask in left_out]
-    usable = [count >= needed for count in kept]
-    if not any(usable) or not math.isfinite(threshold):
-        return [None] * len(left_out)
-    fewest = min(int(np.count_nonzero(~mask)) for mask, ok in zip(left_out, usable) if ok)
-    n = min(total, math.ceil(max(FIT_ROWS, needed) * total / fewest))
-    picked = np.linspace(0, total - 1, n).astype(int) if n < total else np.arange(total)
-    if not finite[picked].any():
-        return [None] * len(left_out)
-    design = _design(u[picked])
-    y, threshold = _standardised(score[picked], finite[picked], threshold)
-    parts = (slice(None, n // 2), slice(n // 2, None))
-    sums = [_normal_equations(design[part], y[part], finite[picked][part]) for part in parts]
-    return [_checked_fit(design, y, threshold, min_agreement, mask[picked], finite[picked], parts, sums)
-            if ok else None for mask, ok in zip(left_out, usable)]
-
-
-def _design(u: np.ndarray) -> np.ndarray:
-    """Rows ``(1, u, |u|^2)`` of the least-squares design."""
-    design = np.empty((u.shape[0], u.shape[1] + 2))
-    design[:, 0] = 1.0
-    design[:, 1:-1] = u
-    design[:, -1] = np.einsum("ij,ij->i", design[:, 1:-1], design[:, 1:-1])
-    return design
-
-
-def _checked_fit(design: np.ndarray, y: np.ndarray, threshold: float, min_agreement: float, out: np.ndarray,
-                 finite: np.ndarray, parts: tuple[slice, slice],
-                 sums: list[tuple[np.ndarray, np.ndarray]]) -> Surface | None:
-    """The surface of the rows not ``out``: fitted on the first part, checked on the second, refitted on both."""
-    (gram_a, moment_a), (gram_b, moment_b) = (
-        _less(gram, moment, design[part], y[part], out[part] & finite[part]) for part, (gram, moment) in zip(parts, sums))
-    coef = _solve(gram_a, moment_a)
-    held = ~out[parts[1]]
-    if coef is None or _agreement(design[parts[1]][held] @ coef, y[parts[1]][held], threshold) < min_agreement:
-        return None
-    coef = _solve(gram_a + gram_b, moment_a + moment_b)
-    if coef is None:
-        return None
-    fitted, y = design[~out] @ coef, y[~out]
-    if np.any(fitted[np.isposinf(y)] < threshold):  # a failure outside the fitted level: the score does not order them
-        return None
-    return _surface(coef, threshold, _agreement(fitted, y, threshold))
-
-
-def _less(gram: np.ndarray, moment: np.ndarray, design: np.ndarray, y: np.ndarray,
-          out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Normal equations less the contribution of the rows ``out`` (which must have finite scores)."""
-    if not out.any():
-        return gram, moment
-    rows = design[out]
-    return gram - rows.T @ rows, moment - rows.T @ y[out]
-
-
-def _standardised(score: np.ndarray, finite: np.ndarray, threshold: float) -> tuple[np.ndarray, float]:
-    """Scores measured from the threshold in units of their spread, so the fit never overflows.
-
-    Levels are invariant under a positive affine map of the score, and so is the fitted level.
-    """
-    magnitude = max(float(np.max(np.abs(score[finite]))), abs(threshold))
-    if magnitude == 0.0:
-        return np.where(finite, 0.0, score), 0.0
-    shifted = score / magnitude - threshold / magnitude  # each term in [-1, 1]: no overflow
-    spread = float(np.std(shifted[finite]))
-    return (shifted / spread if spread > 0.0 else shifted), 0.0
-
-
-def _normal_equations(design: np.ndarray, y: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``X^T X`` and ``X^T y`` over the rows with a finite score."""
-    if not finite.all():
-        design, y = design[finite], y[finite]
-    return design.T @ design, design.T @ y
-
-
-def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray | None:
-    """Least-squares coefficients ``(alpha, beta_1..beta_d, kappa)`` from the normal equations (None: singular).
-
-    The equations are equilibrated (unit diagonal), so the Cholesky factor's diagonal measures the
-    design rather than the columns' units; a ratio of its extremes below ``MIN_PIVOT_RATIO`` (a
-    condition number above about 1e12) counts as singular.
-    """
-    from scipy.linalg import lapack
-
-    scale = np.sqrt(np.diag(gram))
-    with np.errstate(all="ignore"):
-        unit = gram / scale[:, None] / scale
-        rhs = moment / scale
-        if not (np.isfinite(unit).all() and np.isfinite(rhs).all() and (scale > 0.0).all()):
-            return None
-        factor, coef, info = lapack.dposv(unit, rhs, lower=1)
-        if info != 0:
-            return None
-        pivots = np.abs(np.diag(factor))
-        if pivots.min() < MIN_PIVOT_RATIO * pivots.max():
-            return None
-        coef = coef / scale
-    return coef if np.all(np.isfinite(coef)) else None
-
-
-def _agreement(fitted_score: np.ndarray, score: np.ndarray, threshold: float) -> float:
-    """``recall x precision`` of the fitted level ``{m >= threshold}`` for the points above the threshold.
-
-    Points scoring exactly the threshold (the level's boundary sample, ties) count on neither side.
-    """
-    fitted = fitted_score >= threshold
-    level = score > threshold
-    fitted &= level | (score < threshold)
-    both = np.count_nonzero(fitted & level)
-    if both == 0:
-        return 0.0
-    return both / np.count_nonzero(level) * both / np.count_nonzero(fitted)
-
-
-def _surface(coef: np.ndarray, threshold: float, agreement: float) -> Surface | None:
-    """The :class:`Surface` of fitted coefficients: its direction and the proposal grid of ``t``."""
-    beta, kappa = coef[1:-1], float(coef[-1])
-    dim = beta.size
-    slope = float(np.linalg.norm(beta))
-    if abs(kappa) * math.sqrt(2.0 * dim) <= 1e-9 * slope:
-        kappa = 0.0  # a linear score fitted with rounding error
-    direction = beta / slope if slope > 0.0 else np.eye(dim)[0]
-    partial = Surface(direction, slope, kappa, threshold - float(coef[0]), np.zeros(2), np.zeros(1), np.zeros(1),
-                      agreement)
-    grid = _grid(partial)
-    log_mass = None if grid is None else _cell_log_mass(partial, *grid)
-    if log_mass is None:
-        return None
-    return replace(partial, edges=grid[0], log_mass=log_mass, cdf=np.cumsum(np.exp(log_mass)))
-
-
-def _log_phi(t: np.ndarray) -> np.ndarray:
-    """Log-density of the standard normal."""
-    return -0.5 * t * t - 0.5 * math.log(2.0 * math.pi)
-
-
-def _log_marginal(surface: Surface, t: np.ndarray) -> np.ndarray:
-    """``log [phi(t) S(t)]``: the log-density of ``t`` over the fitted level, up to its normaliser."""
-    return _log_phi(t) + surface.log_range_probability(t)
-
-
-def _grid(surface: Surface) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Cell edges over the range where ``t``'s marginal is within :data:`LOG_RANGE` of its peak.
-
-    Also returns the last pass's points and log-marginal, from which the cells' masses are interpolated.
-    """
-    low, high = -T_SPAN, T_SPAN
-    for _ in range(2):
-        t = np.linspace(low, high, COARSE_POINTS)
-        log_m = _log_marginal(surface, t)
-        peak = float(np.max(log_m))
-        if not math.isfinite(peak):
-            return None
-        keep = np.flatnonzero(log_m >= peak - LOG_RANGE)
-        low, high = t[max(keep[0] - 1, 0)], t[min(keep[-1] + 1, t.size - 1)]
-    return np.linspace(low, high, GRID_CELLS + 1), t, log_m
-
-
-def _cell_log_mass(surface: Surface, edges: np.ndarray, t: np.ndarray, log_m: np.ndarray) -> np.ndarray | None:
-    """Log-probability of each cell: the log-marginal at the cell's middle, normalised over the cells.
-
-    The proposal only has to be known exactly, not to equal the marginal: the log-marginal is
-    interpolated linearly from the points ``t`` (whose span holds the cells), and computed
-    where an interpolant is not finite (next to a point where the marginal vanishes). The
-    Hastings factor divides the exact marginal by these masses.
-    """
-    middle = 0.5 * (edges[1:] + edges[:-1])
-    with np.errstate(invalid="ignore"):
-        cell = np.interp(middle, t, log_m)
-    exact = ~np.isfinite(cell)
-    if exact.any():
-        cell[exact] = _log_marginal(surface, middle[exact])
-    peak = float(np.max(cell))
-    if not math.isfinite(peak):
-        return None
-    return cell - (peak + math.log(float(np.sum(np.exp(cell - peak)))))
