@@ -227,9 +227,10 @@ def main() -> None:
                              "surrogate's margin with --set access=labels) with N particles, k killed, T moves "
                              "and R replicas, and the kernel of that registry name (default acs; repeat for "
                              "several settings)")
-    parser.add_argument("--subset", action="append", default=[], metavar="N,KERNEL",
-                        help="also run Subset Simulation on the baseline's score with N samples a level and the "
-                             "kernel of that registry name (acs, mma, surface; repeat for several settings)")
+    parser.add_argument("--subset", action="append", default=[], metavar="N,KERNEL[,P0]",
+                        help="also run Subset Simulation on the baseline's score with N samples a level, the "
+                             "kernel of that registry name (acs, mma, surface) and level probability P0 "
+                             "(default 0.1); repeat for several settings")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="preset overrides, as given to `scarce vision --set` for the run directory")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
@@ -274,19 +275,31 @@ def _splitting_method(baseline: str, spec: str, dtype: str) -> tuple[str, object
     return baseline, engine, label + ("" if score == "margin" else f" ({score})")
 
 
-def _subset_method(baseline: str, spec: str, dtype: str) -> tuple[str, object, str]:
-    """The ``--subset N,KERNEL`` row: Subset Simulation on the baseline's score with that kernel."""
+def _subset_method(baseline: str, spec: str, settings) -> tuple[str, object, str]:  # type: ignore[no-untyped-def]
+    """The ``--subset N,KERNEL[,P0]`` row: Subset Simulation on the baseline's score with that kernel and ``p0``.
+
+    Its other settings are the baseline's (first level, level cap, latent precision, stopping
+    and seed-counting rules), so the row differs from the baseline only in what its spec names.
+    """
     from scarce import SubsetSimulation
 
     fields = spec.split(",")
     try:
         n = int(fields[0])
+        p0 = float(fields[2]) if len(fields) > 2 else 0.1
+        if len(fields) > 3:
+            raise ValueError(spec)
     except ValueError:
-        raise SystemExit(f"--subset must be an integer N and a kernel name, got {spec!r}") from None
-    kernel = _kernel(fields[1:], spec, "--subset")
+        raise SystemExit(f"--subset must be an integer N, a kernel name and optionally a level probability, "
+                         f"got {spec!r}") from None
+    kernel = _kernel(fields[1:2], spec, "--subset")
     score = "surrogate margin" if baseline == "ss_surrogate" else "margin"
-    label = f"Subset N={n} {kernel.name}" + ("" if score == "margin" else f" ({score})")
-    return baseline, SubsetSimulation(n_samples=n, kernel=kernel, dtype=dtype), label
+    label = f"Subset N={n} {kernel.name}" + (f" p0={p0:g}" if len(fields) > 2 else "")
+    label += "" if score == "margin" else f" ({score})"
+    engine = SubsetSimulation(n_samples=n, level_probability=p0, kernel=kernel, dtype=settings.latent_dtype,
+                              first_level=settings.first_level, max_levels=settings.max_levels,
+                              stop_factor=settings.stop_factor, count_seeds=settings.count_seeds)
+    return baseline, engine, label
 
 
 def _kernel(fields: list[str], spec: str, option: str):  # type: ignore[no-untyped-def]
@@ -431,7 +444,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     chosen, dense = _choose_seeds(args, context, truth, preset)
 
     clock = _component_clock()
-    methods = _methods(preset, rulers, args.splitting, settings.latent_dtype, args.subset)
+    methods = _methods(preset, rulers, args.splitting, settings, args.subset)
     per_seed_ratio: dict[str, list[float]] = {}
     rows, honesty = [], []
     for method in methods:
@@ -458,7 +471,7 @@ def _choose_rulers(spec: str, frame) -> list[str]:
     return [r for r in spec.split(",") if r] or list(rank_rulers(frame).ruler[:3])
 
 
-def _methods(preset, rulers: list[str], splitting: list[str], dtype: str,
+def _methods(preset, rulers: list[str], splitting: list[str], settings,
              subset: list[str] = ()) -> list[tuple[str, object, str]]:
     """The methods to measure, as (method key: the score; engine, None for the settings' own; name)."""
     from scarce.applications.vision.methods import display_name
@@ -466,8 +479,8 @@ def _methods(preset, rulers: list[str], splitting: list[str], dtype: str,
     # without logits (access=labels) the baseline is Subset Simulation on the surrogate's margin
     baseline = "ss_surrogate" if getattr(preset, "access", "logits") == "labels" else "ss_margin"
     methods = [(key, None, display_name(key)) for key in (baseline, *(f"scarce:{r}" for r in rulers))]
-    return (methods + [_splitting_method(baseline, spec, dtype) for spec in splitting]
-            + [_subset_method(baseline, spec, dtype) for spec in subset])
+    return (methods + [_splitting_method(baseline, spec, settings.latent_dtype) for spec in splitting]
+            + [_subset_method(baseline, spec, settings) for spec in subset])
 
 
 def _run_over_seeds(args: argparse.Namespace, context, settings, clock: _Clock, method: tuple[str, object, str],
