@@ -201,10 +201,15 @@ def _move_block(surface: Surface, u: np.ndarray, w: np.ndarray, uniforms: np.nda
     if u.dtype != np.float64:  # the factor is that of the candidate as stored, after rounding
         w[...] = w.astype(u.dtype)
         t_new, log_range, log_proposal = w @ v, None, None
+    if log_range is None:
+        log_range, log_proposal = surface.log_range_probability(t_new), surface.log_proposal(t_new)
+    keep = surface.contains(t, s) & drawn
+    # log_phi(t') - log_phi(t), and log S(t) = 0 for a state inside a flat fitted level (others are not kept)
+    state_range = surface.log_range_probability(t) if surface.dof and surface.curvature != 0.0 else 0.0
     with np.errstate(invalid="ignore"):  # inf - inf where the state lies outside the proposal: rejected below
-        log_factor = surface.log_weight(t_new, log_range, log_proposal) - surface.log_weight(t)
-        keep = surface.contains(t, s) & drawn & np.isfinite(log_factor)
-    return np.where(keep, log_factor, -math.inf)
+        log_factor = (0.5 * (t * t - t_new * t_new) + (log_range - state_range)
+                      - (log_proposal - surface.log_proposal(t)))
+    return np.where(keep & np.isfinite(log_factor), log_factor, -math.inf)
 
 
 def _draw_range(bound: np.ndarray, upper: bool, dof: int,
