@@ -100,20 +100,6 @@ class Surface:
         inside = (cell >= 0) & (cell < self.log_mass.size)
         return np.where(inside, self.log_mass[np.where(inside, cell, 0).astype(np.intp)] - math.log(width), -math.inf)
 
-    def log_weight(self, t: np.ndarray, log_range: np.ndarray | None = None,
-                   log_proposal: np.ndarray | None = None) -> np.ndarray:
-        """``log [phi(t) S(t) / q(t)]``, the part of the Hastings factor each end of a move contributes.
-
-        ``log_range`` (``log S(t)``) and ``log_proposal`` (``log q(t)``) are passed when the caller has them.
-        """
-        if log_range is None:
-            log_range = self.log_range_probability(t)
-        if log_proposal is None:
-            log_proposal = self.log_proposal(t)
-        with np.errstate(invalid="ignore"):  # -inf - -inf outside the proposal's cells: nan, then -inf
-            out = _log_phi(t) + log_range - log_proposal
-        return np.where(np.isnan(out), -math.inf, out)
-
 
 def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> np.ndarray:
     """``log P(kappa s >= r)`` for ``s`` chi-square with ``dof`` degrees of freedom (``s = 0`` when ``dof = 0``).
