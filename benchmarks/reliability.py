@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scarce  # noqa: E402
 from scarce.estimators.subset import COUNT_SEEDS_RULES  # noqa: E402
+from scarce.kernels import KERNELS  # noqa: E402
 from scarce.problems import BENCHMARK_SUITE, make_problem  # noqa: E402
 
 
@@ -126,7 +127,13 @@ def _splitting_rows(specs: list[str]) -> dict:
     rows = {}
     for spec in specs:
         fields = spec.split(",")
-        n, k, t, r = (int(v) for v in fields[:4])
+        try:
+            if len(fields) not in (4, 5):
+                raise ValueError(spec)
+            n, k, t, r = (int(v) for v in fields[:4])
+        except ValueError:
+            raise SystemExit(f"--splitting takes four integers N,k,T,R and optionally a kernel name, "
+                             f"got {spec!r}") from None
         kernel = make_kernel(fields[4]) if len(fields) > 4 else None
         label = f"splitting {n},{k},{t},{r}" + (f" {fields[4]}" if kernel is not None else "")
         rows[label] = scarce.AdaptiveMultilevelSplitting(n_samples=n, n_killed=k, n_steps=t, n_replicas=r,
@@ -247,7 +254,7 @@ def main(argv=None) -> int:
     parser.add_argument("--splitting", action="append", default=[], metavar="N,k,T,R[,KERNEL]",
                         help="also run AdaptiveMultilevelSplitting (e.g. 1000,500,3,4 or 1000,500,1,4,surface); "
                              "repeatable")
-    parser.add_argument("--kernel", action="append", default=[], metavar="NAME",
+    parser.add_argument("--kernel", action="append", default=[], metavar="NAME", choices=sorted(KERNELS),
                         help="also run our Subset Simulation with this registered kernel (e.g. surface); repeatable")
     parser.add_argument("--problems", default="all", help="comma-separated indices into BENCHMARK_SUITE, or 'all'")
     parser.add_argument("--seed-base", type=int, default=1000, help="repetition r runs every method with seed seed_base + r")

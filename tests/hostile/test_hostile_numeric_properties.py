@@ -756,7 +756,8 @@ def test_response_surface_sampling_gives_a_result_or_a_clean_error_on_any_score(
        threshold=st.sampled_from([-math.inf, -1.0, 0.0, 1.0, math.inf, math.nan]),
        failed=st.integers(0, 5), seed=st.integers(0, 2**31))
 def test_fit_surface_returns_a_surface_or_none_for_any_sample(n, dim, scale, threshold, failed, seed):
-    from scarce.kernels.surface import fit_surface, global_move
+    from scarce.kernels.response_surface import fit_surface
+    from scarce.kernels.surface import global_move
 
     rng = np.random.default_rng(seed)
     u = rng.normal(size=(n, dim))

@@ -16,7 +16,8 @@ from scarce import AdaptiveMultilevelSplitting, RareEventProblem, SubsetSimulati
 from scarce.errors import ScarceError
 from scarce.estimators.chains import run_chains
 from scarce.kernels import ConditionalSampling, ModifiedMetropolis, ResponseSurfaceSampling, make_kernel
-from scarce.kernels.surface import fit_surface, global_move
+from scarce.kernels.response_surface import fit_surface
+from scarce.kernels.surface import global_move
 from scarce.problems import four_branch, linear, two_regions
 
 
@@ -228,7 +229,7 @@ def test_every_copy_of_a_seed_is_recognised_wherever_it_sits(dim, dtype):
 
 def test_copies_of_seeds_marks_exactly_the_copies_of_each_half():
     """The first-coordinate screen and the hashes find the same rows as a comparison of whole rows."""
-    from scarce.kernels.surface import copies_of_seeds
+    from scarce.kernels.response_surface import copies_of_seeds
 
     rng = np.random.default_rng(11)
     u = rng.standard_normal((600, 5))
@@ -244,7 +245,7 @@ def test_copies_of_seeds_marks_exactly_the_copies_of_each_half():
 
 def test_left_out_rows_are_subtracted_exactly_from_the_fit():
     """A surface with rows left out is the least-squares fit of the kept rows (its level's geometry)."""
-    from scarce.kernels.surface import fit_surfaces
+    from scarce.kernels.response_surface import fit_surfaces
 
     rng = np.random.default_rng(12)
     u = rng.standard_normal((400, 3))

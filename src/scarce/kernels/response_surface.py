@@ -118,8 +118,6 @@ def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> 
         return np.log(probability)
 
 
-
-
 def cross_fitted_surfaces(seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
                           min_agreement: float) -> tuple[Surface, Surface] | None:
     """The surfaces of the first and the second half of the chains.
@@ -210,7 +208,7 @@ def fit_surfaces(u: np.ndarray, score: np.ndarray, threshold: float, min_agreeme
     if not finite[picked].any():
         return [None] * len(left_out)
     design = _design(u[picked])
-    y, threshold = _standardised(score[picked], finite[picked], threshold)
+    y, threshold = _standardised(score[picked], finite[picked], threshold), 0.0  # measured from the threshold
     parts = (slice(None, n // 2), slice(n // 2, None))
     sums = [_normal_equations(design[part], y[part], finite[picked][part]) for part in parts]
     return [_checked_fit(design, y, threshold, min_agreement, mask[picked], finite[picked], parts, sums)
@@ -254,17 +252,17 @@ def _less(gram: np.ndarray, moment: np.ndarray, design: np.ndarray, y: np.ndarra
     return gram - rows.T @ rows, moment - rows.T @ y[out]
 
 
-def _standardised(score: np.ndarray, finite: np.ndarray, threshold: float) -> tuple[np.ndarray, float]:
-    """Scores measured from the threshold in units of their spread, so the fit never overflows.
+def _standardised(score: np.ndarray, finite: np.ndarray, threshold: float) -> np.ndarray:
+    """Scores measured from the threshold (which becomes 0) in units of their spread, so the fit never overflows.
 
     Levels are invariant under a positive affine map of the score, and so is the fitted level.
     """
     magnitude = max(float(np.max(np.abs(score[finite]))), abs(threshold))
     if magnitude == 0.0:
-        return np.where(finite, 0.0, score), 0.0
+        return np.where(finite, 0.0, score)
     shifted = score / magnitude - threshold / magnitude  # each term in [-1, 1]: no overflow
     spread = float(np.std(shifted[finite]))
-    return (shifted / spread if spread > 0.0 else shifted), 0.0
+    return shifted / spread if spread > 0.0 else shifted
 
 
 def _normal_equations(design: np.ndarray, y: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

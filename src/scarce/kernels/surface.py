@@ -44,18 +44,10 @@ from scarce.checks import check_in_interval
 from scarce.errors import ScarceError
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.kernels.conditional import ConditionalSampling
-from scarce.kernels.response_surface import (
-    Surface,
-    copies_of_seeds,
-    cross_fitted_surfaces,
-    fit_surface,
-    fit_surfaces,
-    split_point,
-)
+from scarce.kernels.response_surface import Surface, cross_fitted_surfaces, split_point
 from scarce.normals import standard_normal
 
-__all__ = ["ResponseSurfaceSampling", "Surface", "SurfaceParams", "copies_of_seeds", "cross_fitted_surfaces",
-           "fit_surface", "fit_surfaces", "global_move", "global_moves"]
+__all__ = ["ResponseSurfaceSampling", "SurfaceParams", "global_move", "global_moves"]
 
 
 @dataclass(frozen=True)
