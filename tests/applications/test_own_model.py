@@ -336,6 +336,26 @@ def test_monte_carlo_through_a_label_only_target_counts_the_targets_failures_not
     assert through.n_failed == direct.n_failed and own.n_failed != direct.n_failed
 
 
+@pytest.mark.parametrize("failure", ["misclassification", "targeted"])
+def test_monte_carlo_through_a_label_only_target_runs_no_surrogate_pass(failure):
+    """The flags of a built-in event are the target's decisions: Monte Carlo needs its labels alone."""
+    x = X_MLP
+    target, surrogate = mlp(), mlp_surrogate(relative=0.3)
+    label = int(target(torch.from_numpy(x[None]).float()).argmax())
+    rows = []
+    surrogate.register_forward_hook(lambda module, inputs, output: rows.append(len(output)))
+    common = dict(scale=0.6, device="cpu", seed=4, estimator=scarce.MonteCarlo(n_samples=4000), label=label)
+    for event in (["misclassification"] if failure == "misclassification" else [sv.Targeted(c) for c in range(4)
+                                                                                if c != label]):
+        rows.clear()
+        through = sv.failure_probability(surrogate, x, target=lambda b: target(b).argmax(1), score="none",
+                                         failure=event, **common)
+        direct = sv.failure_probability(target, x, failure=event, **common)
+        assert through.n_failed == direct.n_failed
+        assert sum(rows) <= 4 < through.n_queries  # the set-up's probes only, never a Monte Carlo batch
+        assert through.n_failed > 0 or failure == "targeted"
+
+
 @pytest.mark.parametrize("target, message", [
     (lambda x: 0, "returned a single value"),
     (lambda x: np.zeros((len(x), 1), dtype=np.int64) + 9, "the label 9, outside 0..5: the surrogate network has 6"),

@@ -350,15 +350,16 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
     def transform(u: np.ndarray) -> np.ndarray:
         return noise.apply(x0, u)
 
-    if score_name == "none" and record is None and hasattr(model, "query_labels") and event is None:
+    what = "" if event is None or event.name == "misclassification" else f" {event.name}"
+    if score_name == "none" and record is None and hasattr(model, "query_labels") and _reads_decisions(event):
         def evaluate_labels(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            # Monte Carlo of a label-only model: the target's labels are all it reads
-            return np.zeros(x.shape[0]), model.query_labels(x) != label
+            # Monte Carlo of a label-only model: the target's labels are all it reads, no surrogate pass
+            decided = model.query_labels(x)
+            return np.zeros(x.shape[0]), decided != label if event is None else event.failed(None, label, decided)
 
         return RareEventProblem(dim=dim, evaluate=evaluate_labels, transform=transform,
-                                name=name or f"{how} label {label} [labels]")
+                                name=name or f"{how} label {label}{what} [labels]")
     embed = record is not None or not isinstance(score, str)
-    what = "" if event is None or event.name == "misclassification" else f" {event.name}"
 
     def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         out = model.forward(x, label, embed=embed)
@@ -372,6 +373,13 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
 
     return RareEventProblem(dim=dim, evaluate=evaluate, transform=transform,
                             name=name or f"{how} label {label}{what} [{score_name}]")
+
+
+def _reads_decisions(event: Any) -> bool:
+    """Whether ``event``'s flag is a function of the decisions alone (a built-in misclassification event)."""
+    from scarce.applications.vision.events import Misclassification, Targeted  # events import this module
+
+    return event is None or type(event) in (Misclassification, Targeted)
 
 
 def _noise_label(noise: Any) -> str:
