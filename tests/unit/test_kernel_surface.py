@@ -16,8 +16,8 @@ from scarce import AdaptiveMultilevelSplitting, RareEventProblem, SubsetSimulati
 from scarce.errors import ScarceError
 from scarce.estimators.chains import run_chains
 from scarce.kernels import ConditionalSampling, ModifiedMetropolis, ResponseSurfaceSampling, make_kernel
-from scarce.kernels.response_surface import Surface, fit_surface
-from scarce.kernels.surface import _RangeLaw, global_move
+from scarce.kernels.response_surface import fit_surface
+from scarce.kernels.surface import global_move
 from scarce.problems import four_branch, linear, two_regions
 
 
@@ -115,45 +115,6 @@ def test_the_move_is_exact_for_an_exact_surface():
     assert stats.kstest(candidate @ direction, t.cdf).pvalue > 1e-3
     across = candidate - np.outer(candidate @ direction, direction)
     assert stats.kstest(across[:, 0] * math.sqrt(30 / 29), stats.norm.cdf).pvalue > 1e-3
-
-
-@pytest.mark.parametrize("dof, upper, bound", [(49, True, 90.0), (49, True, 20.0), (49, False, 35.0), (9, True, 25.0),
-                                               (2, False, 0.5), (1, True, 3.0), (1, False, 0.01)])
-def test_the_range_draw_weights_average_to_the_chi_square_probability(dof, upper, bound):
-    """``chi2(s) / g(s)`` over draws from ``g`` has mean ``S`` exactly: a wrong density ``g`` would miss it."""
-    rng = np.random.default_rng(dof)
-    n = 100_000
-    sign = 1.0 if upper else -1.0  # the range at t = 0 is kappa s >= r(0) = offset: s >= bound, or s <= bound
-    surface = Surface(np.eye(dof + 1)[0], 0.0, sign, sign * bound, np.zeros(2), np.zeros(1), np.ones(1), 1.0)
-    law, t = _RangeLaw(surface), np.zeros(n)
-    z, log_mass, ok = law.draw(t, rng.random(n))
-    s = law.s_of(z)
-    assert ok.all() and (np.all(s >= bound * (1 - 1e-12)) if upper else np.all((s > 0.0) & (s <= bound * (1 + 1e-12))))
-    weight = np.exp(law.log_weight(s, z, log_mass))
-    exact = stats.chi2(dof).sf(bound) if upper else stats.chi2(dof).cdf(bound)
-    se = weight.std(ddof=1) / math.sqrt(n)
-    assert abs(weight.mean() - exact) <= 4.0 * se + 1e-12 * exact, (weight.mean(), exact, se)
-    np.testing.assert_allclose(law.log_weight(s, law.z_of(s), log_mass), np.log(weight), atol=1e-9)
-    assert weight.std() < 0.2 * exact  # close to the restricted chi-square: Hastings factors near 1
-
-
-def test_the_move_is_exact_for_an_exact_curved_surface():
-    """Chi-square level {|u|^2 >= 25} in d = 10: candidates keep the law, with Hastings factors near 1."""
-    rng = np.random.default_rng(8)
-    u = rng.standard_normal((3000, 10))
-    surface = fit_surface(u, np.einsum("ij,ij->i", u, u), 16.0, 0.9)
-    assert surface is not None and surface.curvature > 0.0
-    exact = stats.chi2(10)
-    state = rng.standard_normal((200_000, 10))
-    state = state[np.einsum("ij,ij->i", state, state) >= 16.0][:4000]
-    candidate, log_factor = global_move(surface, state, rng)
-    radius = np.einsum("ij,ij->i", candidate, candidate)
-    assert np.all(radius >= 16.0 - 1e-9)
-    assert np.median(np.abs(log_factor)) < 0.05 and np.all(np.isfinite(log_factor))
-    # accepted by Metropolis-Hastings, the candidates are draws of the level: chi-square above 16
-    moved = np.where(np.log(rng.random(len(state))) < log_factor, radius, np.einsum("ij,ij->i", state, state))
-    level = exact.sf(16.0)
-    assert stats.kstest(moved, lambda r: 1.0 - exact.sf(r) / level).pvalue > 1e-3
 
 
 def test_without_a_surface_the_kernel_is_its_local_kernel_draw_for_draw():

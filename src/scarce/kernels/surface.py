@@ -15,24 +15,20 @@ approximation; FORM is ``kappa = 0``). With ``v = beta / |beta|``, ``t = v . u``
 alpha}``: for each ``t`` a range of ``s = |w|^2``, whose law under N(0, I) is chi-square with
 ``d - 1`` degrees of freedom, independent of ``t`` and of the direction of ``w``. A global move
 draws ``t'`` from a fine piecewise-constant approximation ``q`` of its marginal
-``phi(t) S(t)`` (``S(t)`` the chi-square probability of the range), then ``s'`` in the range at
-``t'`` from a law ``g`` close to the restricted chi-square (the cube map of Wilson and Hilferty
-1931, PNAS 17, applied to a restricted standard normal, drawn exactly by one normal quantile:
-:class:`_RangeLaw`), and a uniformly random direction for ``w'``. With the weight
-``W(s | t) = chi2(s) / g(s | t)``, whose mean under ``g`` is ``S(t)``, its Metropolis-Hastings
-factor is
+``phi(t) S(t)`` (``S(t)`` the chi-square probability of the range), then ``s'`` exactly from the
+chi-square restricted to the range at ``t'``, and a uniformly random direction for ``w'``. Its
+Metropolis-Hastings factor is
 
-.. math:: \frac{\phi(t') W(s' \mid t') / q(t')}{\phi(t) W(s \mid t) / q(t)}\, 1\{m(u) \ge b\}
+.. math:: \frac{\phi(t') S(t') / q(t')}{\phi(t) S(t) / q(t)}\, 1\{m(u) \ge b\},
 
-(``W = 1`` where the fitted level is flat, ``kappa = 0``: then ``s'`` is the normals' own
-chi-square, unrestricted). It is close to 1 inside the fitted level, and the driver accepts the
-move only when the candidate lies in the true level, so the chain leaves N(0, I) restricted to
-the level invariant whatever the fit. Where the surface is exact (a linear or chi-square score)
-the moves are independent draws from the level, accepted almost always. Where it is not, a
-state of the level outside the fitted level is never moved (its factor is 0): invariant still,
-but that part of the level is carried by the seeds that start there. A chain moves by a surface
-fitted without its own seed (cross-fitting, :class:`ResponseSurfaceSampling`), so that its
-proposal does not lean towards its starting point.
+close to 1 inside the fitted level, and the driver accepts the move only when the candidate
+lies in the true level, so the chain leaves N(0, I) restricted to the level invariant whatever
+the fit. Where the surface is exact (a linear or chi-square score) the moves are independent
+draws from the level, accepted almost always. Where it is not, a state of the level outside the
+fitted level is never moved (its factor is 0): invariant still, but that part of the level is
+carried by the seeds that start there. A chain moves by a surface fitted without its own seed
+(cross-fitting, :class:`ResponseSurfaceSampling`), so that its proposal does not lean towards
+its starting point.
 
 The surface, its fit and its held-out check are in :mod:`scarce.kernels.response_surface`.
 """
@@ -184,11 +180,9 @@ def _move_block(surface: Surface, u: np.ndarray, w: np.ndarray, uniforms: np.nda
     t_new = surface.edges[cell] + width * uniforms[1]
     log_proposal = surface.log_mass[cell] - math.log(width)  # the density of the cell each t' was drawn in
     proj = w @ v
-    curved = bool(surface.dof) and surface.curvature != 0.0
-    if curved:
-        law = _RangeLaw(surface)
-        z_new, log_mass, drawn = law.draw(t_new, uniforms[2])
-        s_new = law.s_of(z_new)
+    if surface.dof and surface.curvature != 0.0:
+        s_new, log_range, drawn = _draw_range(surface.residual(t_new) / surface.curvature, surface.curvature > 0.0,
+                                              surface.dof, uniforms[2])
         across = np.sqrt(np.maximum(np.einsum("ij,ij->i", w, w) - proj * proj, 0.0))
         factor = np.sqrt(s_new) / np.where(across > 0.0, across, 1.0)
         w *= factor[:, None]
@@ -198,82 +192,30 @@ def _move_block(surface: Surface, u: np.ndarray, w: np.ndarray, uniforms: np.nda
     w += (t_new - proj)[:, None] * v
     if u.dtype != np.float64:  # the factor is that of the candidate as stored, after rounding
         w[...] = w.astype(u.dtype)
-        t_new = w @ v
-        log_proposal = surface.log_proposal(t_new)
-        if curved:
-            s_new = np.einsum("ij,ij->i", w, w) - t_new * t_new
-            z_new, log_mass = law.z_of(s_new), law.log_mass(t_new)
-        else:
-            log_range = surface.log_range_probability(t_new)
+        t_new, log_range, log_proposal = w @ v, None, None
+    if log_range is None:
+        log_range, log_proposal = surface.log_range_probability(t_new), surface.log_proposal(t_new)
     keep = surface.contains(t, s) & drawn
-    with np.errstate(invalid="ignore", divide="ignore"):  # -inf or nan where a weight is 0: not moved (below)
-        if curved:  # log [chi2(s) / g(s | t)], the candidate's less the state's
-            state_weight = law.log_weight(s, law.z_of(s), law.log_mass(t))
-            log_range = law.log_weight(s_new, z_new, log_mass) - state_weight
-            keep &= np.isfinite(state_weight)
-        # log_phi(t') - log_phi(t); a flat fitted level's range weight is 0 for a state inside it
-        log_factor = 0.5 * (t * t - t_new * t_new) + log_range - (log_proposal - surface.log_proposal(t))
+    # log_phi(t') - log_phi(t), and log S(t) = 0 for a state inside a flat fitted level (others are not kept)
+    state_range = surface.log_range_probability(t) if surface.dof and surface.curvature != 0.0 else 0.0
+    with np.errstate(invalid="ignore"):  # inf - inf where the state lies outside the proposal: rejected below
+        log_factor = (0.5 * (t * t - t_new * t_new) + (log_range - state_range)
+                      - (log_proposal - surface.log_proposal(t)))
     return np.where(keep & np.isfinite(log_factor), log_factor, -math.inf)
 
 
-class _RangeLaw:
-    """The law ``g`` of ``s'`` at ``t'``: Wilson and Hilferty's map of a standard normal restricted to the range.
+def _draw_range(bound: np.ndarray, upper: bool, dof: int,
+                uniform: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``s`` chi-square restricted to ``[bound, inf)`` (``upper``) or ``[0, bound]``, by inverse CDF of ``uniform``.
 
-    ``s = k (a + b z)^3`` with ``a = 1 - 2 / (9 k)``, ``b = sqrt(2 / (9 k))`` maps a standard
-    normal ``z`` to about chi-square with ``k`` degrees of freedom (Wilson and Hilferty 1931);
-    restricted to the ``z`` whose image lies in the fitted range at ``t`` (``s >= r(t) / kappa``
-    for ``kappa > 0``, ``0 <= s <= r(t) / kappa`` for ``kappa < 0``), with mass ``M(t)``, ``z``
-    is drawn exactly by its quantile function, and ``s`` has the density
-    ``g(s) = phi(z) / (M 3 k b (a + b z)^2)``. The Hastings factor divides by ``g``, so the move
-    is exact; ``g`` is close to the chi-square restricted to the range, so the weight
-    ``chi2(s) / g(s)`` stays close to the range's probability ``S(t)``, and the factors close to
-    1. One normal quantile a draw replaces an inverse incomplete gamma function.
+    Returns the draws (``bound`` where the range has no mass in double precision), the log mass
+    of the range and which draws exist.
     """
+    from scipy.special import gammainc, gammaincc, gammaincinv, gammainccinv
 
-    def __init__(self, surface: Surface) -> None:
-        self.surface, self.dof, self.upper = surface, surface.dof, surface.curvature > 0.0
-        self.a, self.b = 1.0 - 2.0 / (9.0 * self.dof), math.sqrt(2.0 / (9.0 * self.dof))
-        half = 0.5 * self.dof
-        # log chi2(s) + log [3 k b (a + b z)^2] - log phi(z), less its terms in s and z
-        self.constant = (-half * math.log(2.0) - math.lgamma(half) + 0.5 * math.log(2.0 * math.pi)
-                         + math.log(3.0 * self.dof * self.b))
-
-    def s_of(self, z: np.ndarray) -> np.ndarray:
-        return self.dof * (self.a + self.b * z) ** 3
-
-    def z_of(self, s: np.ndarray) -> np.ndarray:
-        return (np.cbrt(np.maximum(s, 0.0) / self.dof) - self.a) / self.b
-
-    def _edge(self, t: np.ndarray) -> np.ndarray:
-        """The ``z`` of the range's finite end at ``t``."""
-        return self.z_of(self.surface.residual(t) / self.surface.curvature)
-
-    def log_mass(self, t: np.ndarray) -> np.ndarray:
-        """``log M(t)``: the standard-normal mass of the range's ``z`` (``z >= -a / b``, the image of ``s >= 0``)."""
-        from scipy.special import log_ndtr
-
-        edge = self._edge(t)
-        if self.upper:
-            return log_ndtr(-edge)
-        low, high = log_ndtr(-self.a / self.b), log_ndtr(edge)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return high + np.log1p(-np.exp(low - high))
-
-    def draw(self, t: np.ndarray, uniform: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``z`` restricted to the range at each ``t``, by its quantile function; with ``log M`` and which exist."""
-        from scipy.special import ndtr, ndtri
-
-        log_mass = self.log_mass(t)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            mass = np.exp(log_mass)
-            if self.upper:
-                z = -ndtri((1.0 - uniform) * mass)  # in [edge, inf)
-            else:
-                z = ndtri(ndtr(-self.a / self.b) + uniform * mass)  # in [-a / b, edge]
-            ok = np.isfinite(z) & (mass > 0.0) & (self.a + self.b * z > 0.0)
-        return np.where(ok, z, 0.0), log_mass, ok
-
-    def log_weight(self, s: np.ndarray, z: np.ndarray, log_mass: np.ndarray) -> np.ndarray:
-        """``log [chi2(s) / g(s)]`` for ``s = k (a + b z)^3`` (its mean over draws from ``g`` is exactly ``S(t)``)."""
-        return ((0.5 * self.dof - 1.0) * np.log(s) - 0.5 * s + 0.5 * z * z + 2.0 / 3.0 * np.log(s / self.dof)
-                + log_mass + self.constant)
+    half, bound = 0.5 * dof, np.maximum(bound, 0.0)
+    tail = (gammaincc if upper else gammainc)(half, 0.5 * bound)
+    s = 2.0 * (gammainccinv if upper else gammaincinv)(half, uniform * tail)
+    ok = (tail > 0.0) & np.isfinite(s)
+    with np.errstate(divide="ignore"):
+        return np.where(ok, s, bound), np.log(tail), ok
