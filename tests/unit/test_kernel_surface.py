@@ -117,6 +117,39 @@ def test_the_move_is_exact_for_an_exact_surface():
     assert stats.kstest(across[:, 0] * math.sqrt(30 / 29), stats.norm.cdf).pvalue > 1e-3
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_move_on_a_curved_surface_is_exact_with_the_factor_computed_independently(sign):
+    """Chi-square level {|u|^2 >= 16} (and a ball {|u|^2 <= 6}) in d = 10: the factor of every move is
+    ``phi(t') S(t') / q(t')`` over the state's, with ``S`` from SciPy's chi-square, and the accepted moves keep the law."""
+    rng = np.random.default_rng(8)
+    bound = 16.0 if sign > 0 else 6.0
+    u = rng.standard_normal((3000, 10)) * (1.3 if sign > 0 else 0.8)
+    score = sign * np.einsum("ij,ij->i", u, u)
+    surface = fit_surface(u, score, sign * bound, 0.9)
+    assert surface is not None and np.sign(surface.curvature) == sign
+    state = rng.standard_normal((200_000, 10))
+    radius2 = np.einsum("ij,ij->i", state, state)
+    state = state[sign * radius2 >= sign * bound][:3000]
+    candidate, log_factor = global_move(surface, state, rng)
+
+    def log_weight(x):
+        t = x @ surface.direction
+        rest = np.einsum("ij,ij->i", x, x) - t * t
+        limit = surface.residual(t) / surface.curvature  # kappa s >= r(t)
+        chi2 = stats.chi2(surface.dof)
+        s_range = chi2.sf(np.maximum(limit, 0.0)) if sign > 0 else chi2.cdf(np.maximum(limit, 0.0))
+        assert np.all(surface.contains(t, rest))
+        return -0.5 * t * t + np.log(s_range) - surface.log_proposal(t)
+
+    np.testing.assert_allclose(log_factor, log_weight(candidate) - log_weight(state), atol=1e-6)
+    moved = np.where((np.log(rng.random(len(state))) < log_factor)[:, None], candidate, state)
+    radius = np.einsum("ij,ij->i", moved, moved)
+    exact = stats.chi2(10)
+    level = exact.sf(bound) if sign > 0 else exact.cdf(bound)
+    law = (lambda r: 1.0 - exact.sf(r) / level) if sign > 0 else (lambda r: exact.cdf(r) / level)
+    assert stats.kstest(radius, law).pvalue > 1e-3
+
+
 def test_without_a_surface_the_kernel_is_its_local_kernel_draw_for_draw():
     problem = four_branch()  # a series system: no second-order surface passes the check
     a = SubsetSimulation(n_samples=500).estimate(problem, seed=3)
