@@ -43,6 +43,9 @@ class FailureEvent:
     needs_logits = False
     #: whether :meth:`margin` is defined (a user event without a score has none: its levels need a ruler)
     has_margin = True
+    #: whether :meth:`failed` reads only ``predicted`` when it is given (never the logits): then Monte
+    #: Carlo through a label-only model asks the target's labels alone, without the surrogate's pass
+    reads_decisions_only = False
 
     def failed(self, logits: np.ndarray, label: int, predicted: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError
@@ -59,6 +62,7 @@ class Misclassification(FailureEvent):
     """The classifier's decision differs from the seed's label."""
 
     name = "misclassification"
+    reads_decisions_only = True
 
     def failed(self, logits: np.ndarray, label: int, predicted: np.ndarray | None = None) -> np.ndarray:
         decided = logits.argmax(axis=1) if predicted is None else predicted
@@ -73,6 +77,7 @@ class Targeted(FailureEvent):
     """The classifier decides for class ``target`` (a targeted misclassification)."""
 
     target: int
+    reads_decisions_only = True
 
     @property
     def name(self) -> str:  # type: ignore[override]

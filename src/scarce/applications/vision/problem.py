@@ -351,13 +351,9 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
         return noise.apply(x0, u)
 
     what = "" if event is None or event.name == "misclassification" else f" {event.name}"
-    if score_name == "none" and record is None and hasattr(model, "query_labels") and _reads_decisions(event):
-        def evaluate_labels(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            # Monte Carlo of a label-only model: the target's labels are all it reads, no surrogate pass
-            decided = model.query_labels(x)
-            return np.zeros(x.shape[0]), decided != label if event is None else event.failed(None, label, decided)
-
-        return RareEventProblem(dim=dim, evaluate=evaluate_labels, transform=transform,
+    if (score_name == "none" and record is None and hasattr(model, "query_labels")
+            and (event is None or getattr(event, "reads_decisions_only", False))):
+        return RareEventProblem(dim=dim, evaluate=_labels_only(model, label, event), transform=transform,
                                 name=name or f"{how} label {label}{what} [labels]")
     embed = record is not None or not isinstance(score, str)
 
@@ -375,11 +371,13 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
                             name=name or f"{how} label {label}{what} [{score_name}]")
 
 
-def _reads_decisions(event: Any) -> bool:
-    """Whether ``event``'s flag is a function of the decisions alone (a built-in misclassification event)."""
-    from scarce.applications.vision.events import Misclassification, Targeted  # events import this module
+def _labels_only(model: Any, label: int, event: Any) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Monte Carlo's ``evaluate`` for a label-only model: the target's labels are all it reads, no surrogate pass."""
+    def evaluate_labels(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        decided = model.query_labels(x)
+        return np.zeros(x.shape[0]), decided != label if event is None else event.failed(None, label, decided)
 
-    return event is None or type(event) in (Misclassification, Targeted)
+    return evaluate_labels
 
 
 def _noise_label(noise: Any) -> str:
