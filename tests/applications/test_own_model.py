@@ -351,9 +351,28 @@ def test_monte_carlo_through_a_label_only_target_runs_no_surrogate_pass(failure)
         through = sv.failure_probability(surrogate, x, target=lambda b: target(b).argmax(1), score="none",
                                          failure=event, **common)
         direct = sv.failure_probability(target, x, failure=event, **common)
-        assert through.n_failed == direct.n_failed
+        assert through.n_failed == direct.n_failed > 0
         assert sum(rows) <= 4 < through.n_queries  # the set-up's probes only, never a Monte Carlo batch
-        assert through.n_failed > 0 or failure == "targeted"
+
+
+class _ConfidentMistake(sv.Misclassification):
+    """A user's event built on the built-in one whose flag reads the logits: misclassified with a clear gap."""
+
+    def failed(self, logits, label, predicted=None):
+        top2 = np.sort(logits, axis=1)[:, -2:]
+        return super().failed(logits, label, predicted) & (top2[:, 1] - top2[:, 0] > 0.5)
+
+
+def test_a_users_event_that_reads_the_logits_keeps_the_full_pass_through_a_label_only_target():
+    x = X_MLP
+    target, surrogate = mlp(), mlp_surrogate(relative=0.3)
+    label = int(target(torch.from_numpy(x[None]).float()).argmax())
+    assert not _ConfidentMistake.reads_decisions_only and sv.Misclassification.reads_decisions_only
+    common = dict(scale=0.6, device="cpu", seed=4, estimator=scarce.MonteCarlo(n_samples=4000), label=label)
+    through = sv.failure_probability(surrogate, x, target=lambda b: target(b).argmax(1), score="none",
+                                     failure=_ConfidentMistake(), **common)
+    plain = sv.failure_probability(surrogate, x, target=lambda b: target(b).argmax(1), score="none", **common)
+    assert 0 < through.n_failed < plain.n_failed  # the gap, read from the surrogate's logits, removes some
 
 
 @pytest.mark.parametrize("target, message", [

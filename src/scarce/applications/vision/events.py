@@ -44,8 +44,14 @@ class FailureEvent:
     #: whether :meth:`margin` is defined (a user event without a score has none: its levels need a ruler)
     has_margin = True
     #: whether :meth:`failed` reads only ``predicted`` when it is given (never the logits): then Monte
-    #: Carlo through a label-only model asks the target's labels alone, without the surrogate's pass
+    #: Carlo through a label-only model asks the target's labels alone, without the surrogate's pass.
+    #: A subclass that overrides :meth:`failed` without setting it again gets False.
     reads_decisions_only = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "failed" in cls.__dict__ and "reads_decisions_only" not in cls.__dict__:
+            cls.reads_decisions_only = False  # a new flag may read the logits: not inherited
 
     def failed(self, logits: np.ndarray, label: int, predicted: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError

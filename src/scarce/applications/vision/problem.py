@@ -353,8 +353,9 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
     what = "" if event is None or event.name == "misclassification" else f" {event.name}"
     if (score_name == "none" and record is None and hasattr(model, "query_labels")
             and (event is None or getattr(event, "reads_decisions_only", False))):
+        # the names are those the full pass gave (a checkpointed run keys on them): [labels] without an event
         return RareEventProblem(dim=dim, evaluate=_labels_only(model, label, event), transform=transform,
-                                name=name or f"{how} label {label}{what} [labels]")
+                                name=name or f"{how} label {label}{what} [{'labels' if event is None else score_name}]")
     embed = record is not None or not isinstance(score, str)
 
     def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
