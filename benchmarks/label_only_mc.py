@@ -21,6 +21,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=40_000, help="Monte Carlo samples")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     args = parser.parse_args()
+    if args.samples < 1 or args.threads < 1:
+        parser.error(f"--samples and --threads must be at least 1, got {args.samples} and {args.threads}")
 
     import numpy as np
     import torch

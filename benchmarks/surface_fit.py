@@ -12,8 +12,8 @@ so that a failed check reads as the score's shape and not as too few points:
   held-out ``recall x precision`` of a surface fitted, as the kernel fits it, to the points of
   the level below (all draws, then those above the 0.9 and the 0.99 quantile).
 
-Rows: the quick vision preset's margin on the rarest held-out seeds of a ``scarce vision``
-run directory, each competing class's logit difference ``l_c - l_y`` on the same draws (the
+Rows: the quick vision preset's margin on the held-out seeds of a ``scarce vision`` run
+directory (those with a Monte Carlo truth, rarest first), each competing class's logit difference ``l_c - l_y`` on the same draws (the
 margin's failure set is the union of their positive sets), and, as a control where the surface
 is exact, the benchmark suite's linear problem in d = 100.
 
@@ -51,8 +51,8 @@ def level_agreement(x: np.ndarray, score: np.ndarray) -> list[float | None]:
     The surface of the level at quantile ``q_i`` is fitted to the first half of the points
     above ``q_{i-1}`` (all points for the first) and checked on the second half, as the
     kernel fits a level's surface to the points of the level below it. A level whose fitting
-    half holds fewer than the kernel's ``6 (d + 2)`` points gets None: the kernel would not fit
-    it, and the figure would measure the fit's own noise.
+    half holds fewer than ``6 (d + 2)`` points (what the kernel asks of all its points) gets
+    None: the figure would measure the fit's own noise.
     """
     from scarce.kernels.response_surface import ROWS_PER_COEFFICIENT
 
@@ -80,7 +80,7 @@ def print_row(name: str, x: np.ndarray, score: np.ndarray) -> None:
 
 
 def vision_rows(args: argparse.Namespace, rng: np.random.Generator) -> None:
-    """The margin and the logit differences of the rarest held-out seeds of the run directory."""
+    """The margin and the logit differences of the run directory's rarest held-out seeds (ties by seed index)."""
     import torch
 
     from scarce.applications.vision.analysis import result_rows
@@ -92,10 +92,15 @@ def vision_rows(args: argparse.Namespace, rng: np.random.Generator) -> None:
     preset = get_preset(args.preset)
     context = build_context(preset, args.run_dir, log=lambda *_: None, device="cpu")
     frame = result_rows(VisionRun(preset, Path(args.run_dir), context).store)
-    dense = frame[frame.stage == "smc"].groupby("seed_index")["p_hat"].mean()
-    chosen = dense[dense > 0].sort_values().index[:args.seeds]
+    truth = frame[frame.stage == "truth"].groupby("seed_index")["p_hat"].mean()
+    if truth.empty:
+        raise SystemExit(f"--run-dir {args.run_dir}: no held-out seed with a Monte Carlo truth yet (run `scarce "
+                         f"vision` to the end first)")
+    ranked = sorted((p, int(i)) for i, p in truth.items() if p > 0)
+    dense = dict((i, p) for p, i in ranked)
+    chosen = [i for _, i in ranked[:args.seeds]]
     for i in chosen:
-        image, label = context.seed(int(i))
+        image, label = context.seed(i)
         u = rng.standard_normal((args.samples, int(getattr(context.noise, "latent_dim", image.size))))
         u = u.astype(np.float32)
         logits = np.concatenate([context.model.forward(context.noise.apply(image, u[lo:lo + 8192]), label,
@@ -112,13 +117,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", default="runs/vision-quick", help="a `scarce vision` run directory")
     parser.add_argument("--preset", default="quick")
-    parser.add_argument("--seeds", type=int, default=3, help="the rarest held-out seeds with a positive Monte Carlo count")
+    parser.add_argument("--seeds", type=int, default=3, help="this many held-out seeds, rarest first")
     parser.add_argument("--samples", type=int, default=200_000, help="independent draws a problem")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     args = parser.parse_args()
     if args.samples < 20_000:
         parser.error(f"--samples must be at least 20000 (the 0.999 level needs points), got {args.samples}")
+    if args.seeds < 1 or args.threads < 1:
+        parser.error(f"--seeds and --threads must be at least 1, got {args.seeds} and {args.threads}")
+    if not (Path(args.run_dir) / "config.json").is_file():
+        parser.error(f"--run-dir {args.run_dir!r} is not a `scarce vision` run directory (no config.json)")
     rng = np.random.default_rng(args.seed)
     print("| score | held-out R^2 | agreement at q 0.9 | q 0.99 | q 0.999 |")
     print("|---|---|---|---|---|")
