@@ -196,6 +196,23 @@ def test_splitting_with_global_moves_is_unbiased():
     assert abs(est.mean() - 1e-4) <= 3.5 * se, (est.mean(), se)
 
 
+def test_a_level_too_small_to_fit_is_never_handed_to_the_kernel(monkeypatch):
+    """Below 6 (d + 2) points no surface can pass: the drivers neither copy the points nor call fit."""
+    calls = []
+    original = ResponseSurfaceSampling.fit
+    monkeypatch.setattr(ResponseSurfaceSampling, "fit", lambda self, *a: calls.append(len(a[2])) or original(self, *a))
+    problem = linear(dim=40, probability=1e-4)  # 6 (40 + 2) = 252 points a fit
+    small = SubsetSimulation(n_samples=200, kernel=ResponseSurfaceSampling()).estimate(problem, seed=1)
+    split = AdaptiveMultilevelSplitting(n_samples=200, n_killed=100, n_steps=1, n_replicas=2,
+                                        kernel=ResponseSurfaceSampling()).estimate(problem, seed=1)
+    assert calls == []
+    assert small.probability == SubsetSimulation(n_samples=200).estimate(problem, seed=1).probability
+    assert split.probability == AdaptiveMultilevelSplitting(n_samples=200, n_killed=100, n_steps=1,
+                                                            n_replicas=2).estimate(problem, seed=1).probability
+    SubsetSimulation(n_samples=400, kernel=ResponseSurfaceSampling()).estimate(problem, seed=1)
+    assert calls and min(calls) >= 252  # enough points: fitted at every Markov-chain level
+
+
 @pytest.mark.parametrize("factory, match", [
     (lambda: ResponseSurfaceSampling(min_agreement=0.0), "min_agreement"),
     (lambda: ResponseSurfaceSampling(min_agreement=1.5), "min_agreement"),

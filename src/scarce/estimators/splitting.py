@@ -221,7 +221,7 @@ class _Replica:
         self.level, self.killed, self.accepted = level, killed, 0
         self.cur_u, self.cur_s = self.u[parents].copy(), self.score[parents].copy()
         self.params = cfg.kernel.tune(self.cur_u, self.scale)
-        if cfg.kernel.fits_points:  # a kernel that fits its proposal reads every particle
+        if cfg.kernel.can_fit(*self.u.shape):  # a kernel that fits its proposal reads every particle
             self.params = cfg.kernel.fit(self.params, self.cur_u, self.u, self.score, level)
         return True
 

@@ -699,8 +699,8 @@ class _Run:
 
     def _fit_sample(self, population: Population) -> tuple[np.ndarray, np.ndarray] | None:
         """The population's points and scores for a kernel that fits its proposal to them (None for one that does not)."""
-        if not self.kernel.fits_points:
-            return None  # the kernel learns nothing from them: no copy of the population
+        if not self.kernel.can_fit(population.n_samples, self.problem.dim):
+            return None  # the kernel learns nothing from them (or not from so few): no copy of the population
         return population.flat_u(), population.flat_scores()
 
     def _next_level(self, level: _Level, choice: ThresholdChoice, scale: float) -> tuple[_Level, float]:

@@ -44,7 +44,7 @@ from scarce.checks import check_in_interval
 from scarce.errors import ScarceError
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.kernels.conditional import ConditionalSampling
-from scarce.kernels.response_surface import Surface, cross_fitted_surfaces, split_point
+from scarce.kernels.response_surface import ROWS_PER_COEFFICIENT, Surface, cross_fitted_surfaces, split_point
 from scarce.normals import standard_normal
 
 __all__ = ["ResponseSurfaceSampling", "SurfaceParams", "global_move", "global_moves"]
@@ -115,6 +115,10 @@ class ResponseSurfaceSampling(Kernel):
 
     def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
         return SurfaceParams.wrapping(self.local.tune(seeds, scale))
+
+    def can_fit(self, n_points: int, dim: int) -> bool:
+        """At least ``6 (d + 2)`` points (:data:`~scarce.kernels.response_surface.ROWS_PER_COEFFICIENT`)."""
+        return n_points >= ROWS_PER_COEFFICIENT * (dim + 2)
 
     def fit(self, params: KernelParams, seeds: np.ndarray, u: np.ndarray, score: np.ndarray,
             threshold: float) -> KernelParams:
