@@ -106,19 +106,14 @@ class Kernel(ABC):
         """
         return params
 
-    @property
-    def fits_points(self) -> bool:
-        """Whether the kernel overrides :meth:`fit`; drivers hand a level's points only to such kernels."""
-        return type(self).fit is not Kernel.fit
-
     def can_fit(self, n_points: int, dim: int) -> bool:
         """Whether :meth:`fit` could learn from ``n_points`` points in ``dim`` dimensions.
 
         Drivers gather (and copy) a level's points for :meth:`fit` only when this holds; a kernel
         that needs a minimum of points per dimension says so here, so that a level too small for
-        it costs nothing. The default is :attr:`fits_points`.
+        it costs nothing. The default: whether the kernel overrides :meth:`fit` at all.
         """
-        return self.fits_points
+        return type(self).fit is not Kernel.fit
 
     def propose_weighted(
         self, u: np.ndarray, params: KernelParams, rng: np.random.Generator
