@@ -7,7 +7,9 @@ standard errors of the mean (the runs' own spread), the 95% interval coverage ov
 over reached runs and over the unflagged reached runs, the share of runs that reached the
 failure event, carry a flag, or carry the thin-evidence flag, and the reported over the observed
 CoV of the unflagged reached runs (the median reported CoV, and their root mean square, the
-scale on which variances add).
+scale on which variances add). "missed below" and "missed above" split the unflagged runs'
+misses: the share whose interval lies below the truth (its upper end under it) and above it; an
+equal-tailed 95% interval puts 2.5% on each side.
 
     python benchmarks/hostile.py --reps 400
     python benchmarks/hostile.py --reps 400 --n-samples 2000 --scenarios jumps,steps,linear4
@@ -74,7 +76,7 @@ SCENARIOS = {
 def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
                  by_level: int | None = None, kernel: str = "acs") -> dict:
     """``reps`` seeded runs of one scenario, summarised (with ``by_level``, its runs grouped too)."""
-    est, cov, covered, reached, flagged, thin, counts = [], [], [], [], [], [], []
+    est, cov, covered, reached, flagged, thin, counts, bounds = [], [], [], [], [], [], [], []
     start = time.perf_counter()
     for seed in range(reps):
         problem, truth = SCENARIOS[name](seed)
@@ -86,12 +88,13 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         est.append(result.probability)
         cov.append(result.cov)
         covered.append(lo <= truth <= hi)
+        bounds.append((lo, hi))
         reached.append(result.reached_failure)
         flagged.append(bool(result.flags))
         thin.append(result.thin_evidence)
         if by_level is not None:
             counts.append(result.levels[by_level].n_failed if len(result.levels) > by_level else -1)
-    est, cov = np.array(est), np.array(cov)
+    est, cov, bounds = np.array(est), np.array(cov), np.array(bounds).reshape(-1, 2)
     covered, reached, flagged = np.array(covered), np.array(reached), np.array(flagged)
     se = est.std(ddof=1) / math.sqrt(reps)
     z = (est.mean() - truth) / se if se > 0 else (0.0 if est.mean() == truth else math.inf)
@@ -104,6 +107,8 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         "coverage": covered.mean(), "coverage reached": covered[reached].mean() if reached.any() else math.nan,
         "cov. unflagged": covered[plain].mean() if plain.any() else math.nan,
         "reached": reached.mean(), "flagged": flagged.mean(), "thin": float(np.mean(thin)),
+        "missed below": float(np.mean(bounds[plain, 1] < truth)) if plain.any() else math.nan,
+        "missed above": float(np.mean(bounds[plain, 0] > truth)) if plain.any() else math.nan,
         "CoV rep/obs": float(np.median(cov[plain])) / observed if observed == observed else math.nan,
         "CoV rms/obs": float(np.sqrt(np.mean(cov[plain] ** 2))) / observed if observed == observed else math.nan,
         "seconds": time.perf_counter() - start, "groups": groups,
@@ -143,8 +148,8 @@ def main() -> None:
     unknown = sorted(set(names) - set(SCENARIOS))
     if unknown:
         parser.error(f"unknown scenarios {unknown}; choose from {sorted(SCENARIOS)}")
-    columns = ["truth", "mean/truth", "z", "coverage", "coverage reached", "cov. unflagged", "reached", "flagged",
-               "thin", "CoV rep/obs", "CoV rms/obs", "seconds"]
+    columns = ["truth", "mean/truth", "z", "coverage", "coverage reached", "cov. unflagged", "missed below",
+               "missed above", "reached", "flagged", "thin", "CoV rep/obs", "CoV rms/obs", "seconds"]
     print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = 0.1, first level {args.first_level}, "
           f"kernel {args.kernel} (z: mean minus truth in standard errors)")
     print(f"{'scenario':12s}" + "".join(f"{c:>17s}" for c in columns))

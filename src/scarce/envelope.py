@@ -186,28 +186,56 @@ def lineage_variance(
 def lognormal_interval(
     probability: float, cov: float, level: float = 0.95, df: float | None = None
 ) -> tuple[float, float]:
-    r"""Interval ``P * exp(+-q s)`` with ``s^2 = log(1 + cov^2)``.
+    r"""Interval for ``P`` from an unbiased estimate ``P_hat`` whose log is close to normal.
 
-    The log of a product of level fractions is close to normal; this interval
-    stays positive and is skewed like the estimator.  ``q`` is the normal quantile,
-    or Student's ``t`` quantile with ``df`` degrees of freedom when the CoV comes from
-    a few independent clusters (``df = clusters - 1``): a variance estimated from
-    ``G`` cluster sums is itself uncertain, and ``t`` carries that uncertainty.
+    The log of a product of level fractions is close to normal. With ``s^2 = log(1 + cov^2)``,
+    an estimate whose mean is ``P`` and whose log is normal has
+    ``log P_hat ~ N(log P - s^2 / 2, s^2)``: its median lies a factor ``exp(s^2 / 2) =
+    sqrt(1 + cov^2)`` below ``P``. Inverting that pivot gives
+
+    .. math:: P \in \bigl[\hat P e^{s^2/2 - q s},\; \hat P e^{s^2/2 + q s}\bigr],
+
+    the interval for the mean of a log-normal law with known log-variance (the correction
+    Cox's method makes; Land 1972, Zhou and Gao 1997). Centred on ``log P_hat`` instead, it
+    would cover the median of the estimator's law, not ``P``: more of its misses would fall
+    below ``P`` than above. ``q`` is the normal quantile, or Student's ``t`` quantile with
+    ``df`` degrees of freedom when the CoV comes from a few independent clusters
+    (``df = clusters - 1``): a variance estimated from ``G`` cluster sums is itself uncertain,
+    and ``t`` carries that uncertainty. The interval always holds ``P_hat`` (at a low
+    ``level`` and a large CoV the shifted lower end would pass it; it is then ``P_hat``). An
+    upper end beyond double precision is ``inf``; callers cap it at 1.
     """
     from scipy.stats import norm, t
 
+    from scarce.checks import check_in_interval
+
+    level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
+    if df is not None:
+        df = check_in_interval("df", df, 0.0, math.inf, high_open=True)
     if probability <= 0.0 or not math.isfinite(cov):
         return (0.0, math.nan)
-    s = math.sqrt(math.log1p(cov * cov))
+    s = math.sqrt(math.log1p(cov * cov) if cov < 1e150 else 2.0 * math.log(cov))  # cov^2 would overflow
     tail = 0.5 + level / 2.0
     q = float(norm.ppf(tail)) if df is None else float(t.ppf(tail, df))
-    return (probability * math.exp(-q * s), probability * math.exp(q * s))
+    centre = math.log(probability) + 0.5 * s * s
+    low = min(probability, math.exp(centre - q * s))
+    high = centre + q * s
+    return (low, math.exp(high) if high < _LOG_MAX else math.inf)
+
+
+#: The largest argument of ``math.exp`` that does not overflow (``log`` of the largest double).
+_LOG_MAX = math.log(np.finfo(np.float64).max)
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Exact (Clopper-Pearson) binomial interval for ``k`` successes in ``n`` trials."""
     from scipy.stats import beta
 
+    from scarce.checks import check_in_interval, check_positive_int
+
+    n = check_positive_int("n", n)
+    k = check_positive_int("k", k, minimum=0, maximum=n)
+    level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
     alpha = 1.0 - level
     lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
     hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
@@ -242,14 +270,19 @@ class Envelope:
 
     @classmethod
     def from_running(cls, running: list[float] | tuple[float, ...], final: float, delta: float) -> Envelope:
-        """Build the envelope from the running estimates ``P_hat_l`` and the final estimate."""
+        """Build the envelope from the running estimates ``P_hat_l`` and the final estimate (probabilities)."""
         from scarce.checks import check_in_interval
 
         delta = check_in_interval("delta", delta, 0.0, 1.0, high_open=True)
+        final = check_in_interval("final", final, 0.0, 1.0, low_open=False)
+        running = [check_in_interval(f"running[{i}]", p, 0.0, 1.0, low_open=False) for i, p in enumerate(running)]
         return cls(delta=delta, level_lower=tuple(delta * p for p in running), lower=delta * final)
 
     def scaled(self, factor: float) -> Envelope:
-        """The envelope of ``factor * P_hat`` (a calibration constant fixed before the run)."""
+        """The envelope of ``factor * P_hat`` (a calibration constant fixed before the run, > 0)."""
+        from scarce.checks import check_in_interval
+
+        factor = check_in_interval("factor", factor, 0.0, math.inf, high_open=True)
         return Envelope(
             delta=self.delta,
             level_lower=tuple(factor * v for v in self.level_lower),

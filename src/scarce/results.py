@@ -309,7 +309,9 @@ class EstimateResult:
           upper bound and the first level's Clopper-Pearson upper bound: the independent draws are
           the only evidence about ``P_f`` that does not rest on the chains having found the
           failures.
-        * Otherwise: log-normal with the estimated CoV, its upper end capped at 1.  When the
+        * Otherwise: log-normal with the estimated CoV, for the mean of the estimator's law
+          (:func:`scarce.envelope.lognormal_interval`: ``P_hat sqrt(1 + CoV^2) exp(+-q s)``,
+          ``s^2 = log(1 + CoV^2)``), its upper end capped at 1.  When the
           run records how many chains its failures descend from (counted at the first level
           that held a failure), the quantile is Student's ``t`` with ``G_eff - 1`` degrees of
           freedom, ``G_eff = (sum w)^2 / sum w^2`` the effective number of lineages (Kish) with
@@ -317,10 +319,13 @@ class EstimateResult:
           CoV (with ``cov_depth > 0``, the default) is a cluster-robust variance over lineages; when a few of them hold most
           failures it rests on those few, and its degrees of freedom follow the effective
           number of clusters, not their count (the small-sample correction of Bell and
-          McCaffrey 2002; Imbens and Kolesar 2016). Where the failures first appeared in a
-          Markov-chain level, part of the variance comes from the levels before it, measured on
-          about ``N p0`` chains each; Subset Simulation then states Satterthwaite's combination
-          of the two parts in ``info["cov_degrees_of_freedom"]``, and that is used. Where the
+          McCaffrey 2002; Imbens and Kolesar 2016). Subset Simulation states the degrees of
+          freedom it used in ``info["cov_degrees_of_freedom"]``, and those are used: ``G - 1``
+          where its score ordered the failures (none found below a boundary: every level
+          resampled them, and unequal lineages are ordinary branching), ``G_eff - 1`` where it
+          did not; where the failures first appeared in a Markov-chain level, part of the
+          variance comes from the levels before it, measured on about ``N p0`` chains each, and
+          the stated figure is Satterthwaite's combination of the two parts. Where the
           chains found failures scoring below a level's boundary, the CoV is at least that of
           their count (``info["cov_below_boundary"]``, :mod:`scarce.estimators.subset`).
         """
@@ -331,10 +336,13 @@ class EstimateResult:
             return clopper_pearson(self.n_failed, self.n_samples, level)
         first = self.levels[0] if self.levels else None
         if first is None:
-            return (0.0, 1.0) if not self.reached_failure else lognormal_interval(self.probability, self.cov, level)
+            if not self.reached_failure:
+                return (0.0, 1.0)
+            lo, hi = lognormal_interval(self.probability, self.cov, level)
+            return (lo, min(hi, 1.0))
         if not self.reached_failure:
             return clopper_pearson(first.n_failed, self.n_samples, level)
-        if len(self.levels) == 2 and self.levels[1].n_queries == 0:  # failure level read off level 0
+        if self._read_off_first_level():
             return clopper_pearson(self.n_failed, self.n_samples, level)
         if self.probability <= 0.0 or not math.isfinite(self.cov):  # e.g. AMLS jumped and saw none
             return (0.0, clopper_pearson(first.n_failed, self.n_samples, level)[1])
@@ -343,8 +351,19 @@ class EstimateResult:
         lo, hi = lognormal_interval(self.probability, self.cov, level, df=self._degrees_of_freedom())
         if self.thin_evidence:
             upper = clopper_pearson(first.n_failed, self.n_samples, level)[1]
-            return (0.0, min(1.0, max(hi, upper) if math.isfinite(hi) else upper))
+            return (0.0, min(1.0, max(hi, upper)))
         return (lo, min(hi, 1.0))
+
+    def _read_off_first_level(self) -> bool:
+        """Whether the estimate is the failed fraction of the first level's independent draws.
+
+        Subset Simulation's failure level then follows level 0 at no cost. Splitting's result has
+        the same two levels, and its second can cost nothing too (a kernel that never moved a
+        copy), but its estimate carries the product of survival fractions: only an estimate equal
+        to ``n_failed / n_samples`` is a binomial count.
+        """
+        return (len(self.levels) == 2 and self.levels[1].n_queries == 0 and self.n_samples > 0
+                and self.probability == self.n_failed / self.n_samples)
 
     def _degrees_of_freedom(self) -> float | None:
         """``G_eff - 1`` (at least 1) for the interval's ``t`` quantile; None without a lineage count.

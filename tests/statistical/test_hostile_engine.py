@@ -248,19 +248,22 @@ def test_interval_degrees_of_freedom_combine_the_score_levels_with_the_failure_l
     """Plain problem, N = 500: ``t`` on ``G_eff - 1`` alone covered 0.978 over 1,000 runs (1.5
     standard errors above 0.97), though most of the variance came from the levels before the
     failures, measured on about ``N p0`` chains a level. Satterthwaite's combination of the two
-    parts brings the coverage inside 0.93-0.97 with the same CoV."""
+    parts brings the coverage inside 0.93-0.97 with the same CoV. The score orders these failures
+    (none below a boundary), so the lineages' part counts them all: ``G - 1``, not Kish's
+    ``G_eff - 1``; with ``G_eff`` the mean-centred interval covered 0.9725 of these runs."""
     truth = norm.sf(3.5)
     results = runs(lambda s: problem(lambda u: u[:, 0], lambda u: u[:, 0] >= 3.5), 400)
     combined = []
     for r in results:
-        df, lineages = r.info["cov_degrees_of_freedom"], max(r.info["failure_lineages_effective"] - 1, 1)
+        assert r.info["failures_below_boundary"] == 0
+        df, lineages = r.info["cov_degrees_of_freedom"], max(r.info["failure_lineages"] - 1, 1)
         if r.info["failure_origin_level"] == 0:
-            assert df is None
+            assert df == lineages
         else:  # Satterthwaite lies between the smaller part's degrees of freedom and their sum
             before = (N if r.info["failure_origin_level"] == 1 else N * 0.1) - 1
             assert lineages - 1e-9 <= df <= lineages + before + 1e-9
             combined.append(df / lineages)
-    # origin level 1: little variance before it, G_eff - 1 stays; origin 2: the score levels weigh in
+    # origin level 1: little variance before it, G - 1 stays; origin 2: the score levels weigh in
     assert len(combined) > 300 and np.mean(np.array(combined) > 1.5) > 0.3
     assert 0.93 <= coverage(results, truth) <= 0.97
 
@@ -305,11 +308,11 @@ def test_interval_quantile_follows_the_number_of_failure_lineages():
         return EstimateResult("subset_simulation", 1e-3, 0.3, 2000, 500, 30, True, "converged",
                               levels=levels, info=info).ci(0.95)
 
-    s = math.sqrt(math.log1p(0.09))
-    assert interval(None)[1] == pytest.approx(1e-3 * math.exp(norm.ppf(0.975) * s))
+    s = math.sqrt(math.log1p(0.09))  # the interval is centred on log P_hat + s^2 / 2 (the mean's)
+    assert interval(None)[1] == pytest.approx(1e-3 * math.exp(s * s / 2 + norm.ppf(0.975) * s))
     from scipy.stats import t
 
-    assert interval(4)[1] == pytest.approx(1e-3 * math.exp(t.ppf(0.975, 3) * s))
+    assert interval(4)[1] == pytest.approx(1e-3 * math.exp(s * s / 2 + t.ppf(0.975, 3) * s))
     assert interval(4)[1] > interval(40)[1] > interval(None)[1]
 
 
@@ -430,5 +433,7 @@ def test_interval_degrees_of_freedom_come_from_the_effective_lineages():
     from scipy.stats import t
 
     s = math.sqrt(math.log1p(0.09))
-    assert _lineage_result(40, 2000, 0, effective=4.0).ci()[1] == pytest.approx(1e-4 * math.exp(t.ppf(0.975, 3) * s))
-    assert _lineage_result(40, 2000, 0).ci()[1] == pytest.approx(1e-4 * math.exp(t.ppf(0.975, 39) * s))
+    centre = s * s / 2
+    assert _lineage_result(40, 2000, 0, effective=4.0).ci()[1] == pytest.approx(
+        1e-4 * math.exp(centre + t.ppf(0.975, 3) * s))
+    assert _lineage_result(40, 2000, 0).ci()[1] == pytest.approx(1e-4 * math.exp(centre + t.ppf(0.975, 39) * s))

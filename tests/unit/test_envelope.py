@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
+from scarce.errors import ScarceError
 from scarce.envelope import (
     Envelope,
     chain_correlation_factor,
@@ -57,10 +58,35 @@ def test_au_beck_level_cov():
     assert combine_cov([0.3, 0.4]) == pytest.approx(0.5)
 
 
-def test_lognormal_interval_is_centred_on_log_scale():
+def test_lognormal_interval_is_centred_on_the_mean_not_the_median():
     lo, hi = lognormal_interval(1e-6, 0.3, 0.95)
     assert lo < 1e-6 < hi
-    assert math.log(hi / 1e-6) == pytest.approx(math.log(1e-6 / lo))
+    centre = math.log(1e-6) + 0.5 * math.log1p(0.3**2)  # log P_hat + s^2 / 2
+    assert math.log(hi) - centre == pytest.approx(centre - math.log(lo))
+    assert math.log(hi) - centre == pytest.approx(1.959964 * math.sqrt(math.log1p(0.3**2)), rel=1e-6)
+
+
+@pytest.mark.parametrize("cov", [0.1, 0.5, 1.5])
+def test_lognormal_interval_misses_an_unbiased_estimate_equally_on_both_sides(cov):
+    """An unbiased log-normal estimate: each tail holds 2.5% of the misses (the median-centred interval did not)."""
+    s = math.sqrt(math.log1p(cov * cov))
+    truth = 1e-4
+    estimates = truth * np.exp(s * np.random.default_rng(0).standard_normal(20_000) - 0.5 * s * s)
+    assert estimates.mean() == pytest.approx(truth, rel=4 * cov / math.sqrt(20_000))
+    bounds = np.array([lognormal_interval(float(p), cov, 0.95) for p in estimates])
+    low, high = np.mean(bounds[:, 1] < truth), np.mean(bounds[:, 0] > truth)
+    tolerance = 3 * math.sqrt(0.025 * 0.975 / 20_000)  # three binomial standard errors
+    assert abs(low - 0.025) < tolerance and abs(high - 0.025) < tolerance
+
+
+def test_lognormal_interval_holds_the_estimate_and_never_overflows():
+    assert lognormal_interval(1e-6, 3.0, 0.5)[0] == 1e-6  # the shifted lower end would pass P_hat
+    lo, hi = lognormal_interval(0.1, 5.0, 0.99999999, df=1.0)
+    assert lo <= 0.1 and hi == math.inf
+    assert lognormal_interval(0.1, 1e300, 0.95) == (0.1, math.inf)  # cov^2 would overflow; s stays finite
+    for bad in (dict(level=2.0), dict(level=math.nan), dict(df=0.0), dict(df=-1.0)):
+        with pytest.raises(ScarceError, match=next(iter(bad))):
+            lognormal_interval(0.1, 0.5, **{"level": 0.95, **bad})
 
 
 @pytest.mark.parametrize("k, n", [(0, 50), (3, 100), (50, 50), (17, 1000)])

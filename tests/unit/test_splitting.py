@@ -106,7 +106,7 @@ def test_the_replicas_give_the_cov_and_the_interval_degrees_of_freedom():
     s = math.sqrt(math.log1p(result.cov**2))
     from scipy.stats import t
 
-    assert high / result.probability == pytest.approx(math.exp(t.ppf(0.975, 4) * s))
+    assert high / result.probability == pytest.approx(math.exp(s * s / 2 + t.ppf(0.975, 4) * s))  # the mean's interval
     assert low < result.probability < high
 
 

@@ -654,14 +654,23 @@ class _Run:
         population held a failure) measure the score's own levels: their part is a sum over
         each level's chains, and takes the fewest of them less one (``N - 1`` when only level
         0's independent draws come before, ``N p0 - 1`` when Markov-chain levels do). From the
-        origin on, it rests on the failures' lineages, ``G_eff - 1`` degrees of freedom
-        (:meth:`scarce.results.EstimateResult.ci`). Satterthwaite (1946) combines them:
+        origin on, it rests on the failures' lineages: ``G - 1`` degrees of freedom for ``G``
+        lineages, the usual rule for a cluster-robust variance, where the score ordered the
+        failures (the chains found none below a level's boundary, so every level resamples the
+        failure set afresh and unequal lineages are the chains' ordinary branching); Kish's
+        ``G_eff - 1`` where it did not, since a few lineages that stumbled into the failure set
+        then hold most failures and the variance rests on those few
+        (:meth:`scarce.results.EstimateResult.ci`). Satterthwaite (1946) combines the parts:
         ``nu = V^2 / (V_b^2 / nu_b + V_a^2 / nu_a)``. A run whose failures appeared at level 0
-        has only the second part, and keeps ``G_eff - 1``.
+        has only the second part.
         """
         k, cfg = self.origin_level, self.config
-        if k < 1 or self.effective_lineages <= 0 or not variance > 0.0 or len(self.lineage) < k:
+        if self.effective_lineages <= 0 or not variance > 0.0 or len(self.lineage) < k:
             return None
+        count = self.failure_lineages if self.failures_below == 0 else self.effective_lineages
+        lineages = max(count - 1.0, 1.0)
+        if k < 1:
+            return lineages
         if cfg.cov_depth > 0:
             before = lineage_variance(self.lineage[:k], self.n_samples, cfg.cov_depth) + self.first_level_correction
         else:
@@ -669,7 +678,6 @@ class _Run:
         before = min(max(before, 0.0), variance)
         after = variance - before
         chains = max(min(self.lineage[l][0].size for l in range(k)) - 1.0, 1.0)
-        lineages = max(self.effective_lineages - 1.0, 1.0)
         return variance * variance / (before * before / chains + after * after / lineages)
 
     def _failure_lineages(self, population: Population) -> tuple[int, float]:
