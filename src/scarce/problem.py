@@ -97,6 +97,12 @@ class RareEventProblem:
         torch tensors of any real dtype (see :meth:`evaluate_latent`).
         """
         threshold = check_finite_float("threshold", threshold)
+        if not callable(score):
+            raise ScarceError(f"score must be callable x -> (n,) scores, got {show(score)}")
+        unknown = sorted(set(kwargs) - {"name", "exact_probability"})
+        if unknown:
+            raise ScarceError(f"from_score takes no parameter(s) {unknown}; allowed: score, dim, threshold, "
+                              "transform, name, exact_probability")
 
         def evaluate(x: Any) -> tuple[np.ndarray, np.ndarray]:
             s = _as_numpy(score(x), "score", "from_score")
@@ -129,8 +135,9 @@ class RareEventProblem:
             raise ScarceError(f"u must be a float array of shape (n, {self.dim}), got {got}")
         n = u.shape[0]
         at = f" {where}" if where else ""
+        mine = u.copy()  # the user's code may write into its input: never into the engine's states
         try:
-            x = u if self.transform is None else self.transform(u)
+            x = mine if self.transform is None else self.transform(mine)
             out = self.evaluate(x)
         except Exception as exc:  # noqa: BLE001 - re-raised with context
             raise EvaluationError(f"{self.name}: evaluate raised {type(exc).__name__}{at}: {exc}") from exc
@@ -175,6 +182,9 @@ def _as_numpy(value: Any, what: str, context: str) -> np.ndarray:
     to float32 first. Anything that cannot become one rectangular array (a ragged list, a
     tensor on a device that cannot be copied) raises :class:`EvaluationError` naming ``what``.
     """
+    if isinstance(value, np.ma.MaskedArray) and np.ma.is_masked(value):
+        raise EvaluationError(f"{context}: {what} must be an array of numbers of shape (n,); got a masked array with "
+                              f"{int(np.ma.count_masked(value))} masked entries (a model must score every point)")
     try:
         return np.asarray(tensor_to_numpy(value))
     except Exception as exc:  # noqa: BLE001 - any conversion failure is the model's output's fault

@@ -401,16 +401,35 @@ class EstimateResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EstimateResult:
         """Inverse of :meth:`to_dict`, and of :meth:`to_json` once parsed (its ``"nonfinite"`` map
-        restored); accepts the strings "inf", "-inf", "nan" for floats (older JSON files)."""
+        restored); accepts the strings "inf", "-inf", "nan" for floats (older JSON files).
+
+        A file may hold anything: what is not a result (a missing field, a probability outside
+        [0, 1], a negative count or CoV, a ``"nonfinite"`` path that leads nowhere) is refused
+        with a :class:`~scarce.errors.ScarceError` naming the field, never loaded as a result.
+        """
+        from scarce.errors import ScarceError
+
+        if not isinstance(data, dict):
+            raise ScarceError(f"EstimateResult.from_dict: expected a dict of fields, got {type(data).__name__}")
         data = copy.deepcopy(data) if "nonfinite" in data else dict(data)
-        for path, value in (data.pop("nonfinite", None) or {}).items():
-            _set_path(data, path, float(value))
+        nonfinite = data.pop("nonfinite", None) or {}
+        if not isinstance(nonfinite, dict):
+            raise ScarceError(f"EstimateResult.from_dict: nonfinite must map paths to 'inf', '-inf' or 'nan', "
+                              f"got {type(nonfinite).__name__}")
+        for path, value in nonfinite.items():
+            _set_path(data, str(path), value)
         data = _decode_floats(data)
         known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"EstimateResult.from_dict: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
-        levels = tuple(LevelDiagnostics(**level) for level in data.pop("levels", ()))
+        unknown, missing = set(data) - known, _REQUIRED - set(data)
+        if unknown or missing:
+            raise ScarceError(f"EstimateResult.from_dict: unknown keys {sorted(unknown)}, missing keys "
+                              f"{sorted(missing)}; allowed: {sorted(known)}")
+        _check_fields(data)
+        levels = data.pop("levels", ())
+        try:
+            levels = tuple(LevelDiagnostics(**level) for level in levels)
+        except TypeError as exc:
+            raise ScarceError(f"EstimateResult.from_dict: levels must be a list of level records ({exc})") from exc
         return cls(levels=levels, **data)
 
     def to_json(self, **kwargs: Any) -> str:
@@ -420,6 +439,11 @@ class EstimateResult:
         ``"levels/3/threshold"``) to ``"inf"``, ``"-inf"`` or ``"nan"``, so :meth:`from_json`
         restores the result exactly while a reader that wants numbers only sees numbers or null.
         """
+        if "allow_nan" in kwargs:
+            from scarce.errors import ScarceError
+
+            raise ScarceError("to_json writes strict JSON (non-finite floats as null, listed under 'nonfinite'); "
+                              "allow_nan cannot be set")
         nonfinite: dict[str, str] = {}
         data = _nullify(self.to_dict(), "", nonfinite)
         if nonfinite:
@@ -429,7 +453,15 @@ class EstimateResult:
     @classmethod
     def from_json(cls, text: str) -> EstimateResult:
         """Inverse of :meth:`to_json` (older files with "inf"/"nan" strings read too)."""
-        return cls.from_dict(json.loads(text))
+        from scarce.errors import ScarceError
+
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise ScarceError(f"EstimateResult.from_json: expected JSON text, got {type(text).__name__}")
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise ScarceError(f"EstimateResult.from_json: not valid JSON ({type(exc).__name__}: {exc})") from exc
+        return cls.from_dict(data)
 
 
 def _count(info: dict[str, Any], key: str) -> float | None:
@@ -460,15 +492,55 @@ def _nullify(value: Any, path: str, nonfinite: dict[str, str]) -> Any:
     return value
 
 
-def _set_path(data: Any, path: str, value: float) -> None:
-    """Put ``value`` at ``path`` ("levels/3/threshold") in nested dicts and lists."""
+#: Fields a stored result must hold (the others have defaults).
+_REQUIRED = frozenset({"method", "probability", "cov", "n_queries", "n_samples", "n_failed", "reached_failure",
+                       "status"})
+
+
+def _set_path(data: Any, path: str, value: Any) -> None:
+    """Put the float ``value`` ("inf", "-inf" or "nan") at ``path`` ("levels/3/threshold") in nested dicts and lists."""
+    from scarce.errors import ScarceError
+
+    if value not in ("inf", "-inf", "nan"):
+        raise ScarceError(f"EstimateResult.from_dict: nonfinite[{path!r}] must be 'inf', '-inf' or 'nan', got {value!r}")
     *parents, last = path.split("/")
-    for part in parents:
-        data = data[int(part)] if isinstance(data, list) else data[part]
-    if isinstance(data, list):
-        data[int(last)] = value
-    else:
-        data[last] = value
+    try:
+        for part in parents:
+            data = data[int(part)] if isinstance(data, list) else data[part]
+        if isinstance(data, list):
+            data[int(last)] = float(value)
+        elif isinstance(data, dict) and last in data:
+            data[last] = float(value)
+        else:
+            raise KeyError(last)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise ScarceError(f"EstimateResult.from_dict: nonfinite path {path!r} names no field of the result") from exc
+
+
+def _check_fields(data: dict[str, Any]) -> None:
+    """Refuse stored fields no estimator writes: the checks :meth:`EstimateResult.from_dict` makes."""
+    from scarce.errors import ScarceError
+
+    def real(name: str, low: float, high: float, nan: bool = False) -> None:
+        value = data[name]
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and not (math.isnan(value) and nan):
+            ok = low <= value <= high
+        if not ok:
+            raise ScarceError(f"EstimateResult.from_dict: {name} must be a number in [{low:g}, {high:g}], got {value!r}")
+
+    real("probability", 0.0, 1.0)
+    real("cov", 0.0, math.inf, nan=True)
+    for name in ("n_queries", "n_samples", "n_failed"):
+        if isinstance(data[name], bool) or not isinstance(data[name], int) or data[name] < 0:
+            raise ScarceError(f"EstimateResult.from_dict: {name} must be an integer >= 0, got {data[name]!r}")
+    if not isinstance(data["reached_failure"], bool):
+        raise ScarceError(f"EstimateResult.from_dict: reached_failure must be true or false, got {data['reached_failure']!r}")
+    for name in ("method", "status"):
+        if not isinstance(data[name], str):
+            raise ScarceError(f"EstimateResult.from_dict: {name} must be a string, got {data[name]!r}")
+    if not isinstance(data.get("info", {}), dict) or not isinstance(data.get("levels", []), (list, tuple)):
+        raise ScarceError("EstimateResult.from_dict: info must be a dict and levels a list")
 
 
 def _decode_floats(value: Any) -> Any:

@@ -221,3 +221,21 @@ def test_latin_hypercube_variance_stays_between_zero_and_the_binomial_on_any_des
         assert math.isfinite(value) and 0.0 <= value <= p * (1 - p) + 1e-12
 
     check()
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: clopper_pearson(5, 3), "k"),
+    (lambda: clopper_pearson(1, 0), "n"),
+    (lambda: clopper_pearson(-1, 3), "k"),
+    (lambda: clopper_pearson(1, 3, 1.5), "level"),
+    (lambda: level_cov(0.5, 0), "n_samples"),
+    (lambda: level_cov(0.5, 2.5), "n_samples"),
+    (lambda: Envelope.from_running([0.1], -0.5, 0.05), "final"),
+    (lambda: Envelope.from_running([0.1, math.nan], 0.01, 0.05), r"running\[1\]"),
+    (lambda: Envelope.from_running([0.1], 0.01, 0.05).scaled(-1.0), "factor"),
+    (lambda: Envelope.from_running([0.1], 0.01, 0.05).scaled("x"), "factor"),
+    (lambda: Envelope.from_running([0.1], 0.01, 0.05).scaled(math.inf), "factor"),
+])
+def test_public_interval_helpers_refuse_bad_arguments_by_name(call, name):
+    with pytest.raises(ScarceError, match=name):
+        call()

@@ -19,18 +19,54 @@ from typing import Any, ClassVar
 import numpy as np
 
 from scarce.errors import ScarceError
-from scarce.problem import RareEventProblem
+from scarce.problem import MAX_DIM, RareEventProblem
 from scarce.results import EstimateResult
 from scarce.seeding import SeedLike, as_generator, describe_seed
 
-__all__ = ["CountedEvaluation", "Estimator", "build_result", "check_problem", "effective_scores"]
+__all__ = ["CountedEvaluation", "Estimator", "build_result", "check_callback", "check_memory", "check_problem",
+           "effective_scores"]
+
+
+#: Memory the latent states of one level (or one Monte Carlo batch) may take before
+#: ``allow_large=True`` is required (8 GiB).
+MAX_LEVEL_BYTES = 8 * 2**30
+#: Model queries a Monte Carlo run may be asked for before ``allow_large=True`` is required: at a
+#: microsecond a query, more than half an hour of a model that costs nothing.
+MAX_MONTE_CARLO_QUERIES = 2_000_000_000
 
 
 def check_problem(problem: object) -> RareEventProblem:
-    """``problem`` itself, or a ScarceError naming what it is instead of a RareEventProblem."""
+    """``problem`` itself, or a ScarceError naming what it is instead of a RareEventProblem.
+
+    Its ``dim`` is checked again: an attribute set after construction would reach NumPy.
+    """
+    from scarce.checks import check_positive_int
+
     if not isinstance(problem, RareEventProblem):
         raise ScarceError(f"problem must be a RareEventProblem, got {type(problem).__name__}")
+    problem.dim = check_positive_int("problem.dim", problem.dim, maximum=MAX_DIM)
     return problem
+
+
+def check_memory(rows: int, dim: int, dtype: str, allow_large: bool, setting: str) -> None:
+    """Refuse ``rows`` latent points of width ``dim`` above :data:`MAX_LEVEL_BYTES`, unless ``allow_large``.
+
+    ``setting`` names the settings that set ``rows`` (``"n_samples=..."``), for the message.
+    """
+    need = rows * dim * np.dtype(dtype).itemsize
+    if need > MAX_LEVEL_BYTES and not allow_large:
+        raise ScarceError(
+            f"{setting} with a latent dimension of {dim} ({dtype}) needs about {need / 2**30:.1f} GiB of latent "
+            f"states, above the {MAX_LEVEL_BYTES / 2**30:.0f} GiB bound; lower it, or pass allow_large=True if the "
+            "machine has the memory"
+        )
+
+
+def check_callback(callback: object) -> None:
+    """Refuse a ``callback`` that is neither None nor callable, before any model call."""
+    if callback is not None and not callable(callback):
+        raise ScarceError(f"callback must be None or callable (it is called with each level's diagnostics), got "
+                          f"{callback!r} ({type(callback).__name__})")
 
 
 class Estimator:

@@ -177,8 +177,40 @@ def run_chains(
 def _level_params(kernel: Kernel, seeds_u: np.ndarray, scale: float, sample: tuple[np.ndarray, np.ndarray] | None,
                   threshold: float) -> KernelParams:
     """The kernel's parameters for a level: tuned to its seeds, then fitted to ``sample`` when there is one."""
-    params = kernel.tune(seeds_u, scale)
-    return params if sample is None else kernel.fit(params, seeds_u, sample[0], sample[1], threshold)
+    params = checked_params(kernel, "tune", kernel.tune(seeds_u, scale))
+    if sample is None:
+        return params
+    return checked_params(kernel, "fit", kernel.fit(params, seeds_u, sample[0], sample[1], threshold))
+
+
+def checked_params(kernel: Kernel, method: str, params: object) -> KernelParams:
+    """``params`` if it is a :class:`KernelParams`; an error naming the kernel's method otherwise."""
+    if not isinstance(params, KernelParams):
+        from scarce.errors import ScarceError
+
+        raise ScarceError(f"{type(kernel).__name__}.{method}() must return a KernelParams, got {type(params).__name__}")
+    return params
+
+
+def _check_candidates(kernel: Kernel, cur_u: np.ndarray, candidate: object, log_factor: object) -> None:
+    """A kernel's proposal must be finite points like the states (and one log factor a state, or None).
+
+    The kernels of this package are tested to propose such points; a user's kernel is checked
+    here, so that a wrong width or a NaN names the kernel, not the model that received them.
+    """
+    from scarce.errors import ScarceError
+
+    name = type(kernel).__name__
+    if not isinstance(candidate, np.ndarray) or candidate.shape != cur_u.shape or candidate.dtype.kind != "f":
+        got = f"shape {candidate.shape}, dtype {candidate.dtype}" if isinstance(candidate, np.ndarray) else \
+            type(candidate).__name__
+        raise ScarceError(f"{name}.propose must return a float array of shape {cur_u.shape} (one candidate per "
+                          f"state), got {got}")
+    if log_factor is not None and (not isinstance(log_factor, np.ndarray) or log_factor.shape != cur_u.shape[:1]):
+        raise ScarceError(f"{name}.propose_weighted's log factors must be None or an array of shape "
+                          f"({cur_u.shape[0]},), got {type(log_factor).__name__}")
+    if type(kernel).__module__.split(".")[0] != "scarce" and not np.isfinite(candidate).all():
+        raise ScarceError(f"{name}.propose returned non-finite candidates")
 
 
 def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengths: np.ndarray,
@@ -206,6 +238,7 @@ def propose_moves(kernel: Kernel, params: KernelParams, cur_u: np.ndarray,
     (aCS) skip the comparison with the state, a full pass over the batch.
     """
     candidate, log_factor = kernel.propose_weighted(cur_u, params, rng)
+    _check_candidates(kernel, cur_u, candidate, log_factor)
     moved = np.ones(cur_u.shape[0], dtype=bool) if kernel.always_moves else np.any(candidate != cur_u, axis=1)
     if log_factor is not None:
         with np.errstate(divide="ignore"):  # log 0 = -inf: a uniform of exactly 0 accepts any finite factor

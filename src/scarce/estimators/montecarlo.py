@@ -7,8 +7,16 @@ import time
 
 import numpy as np
 
-from scarce.checks import check_positive_int
-from scarce.estimators.base import CountedEvaluation, Estimator, build_result
+from scarce.checks import check_flag, check_positive_int
+from scarce.errors import ScarceError
+from scarce.estimators.base import (
+    MAX_MONTE_CARLO_QUERIES,
+    CountedEvaluation,
+    Estimator,
+    build_result,
+    check_callback,
+    check_memory,
+)
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
@@ -28,6 +36,11 @@ class MonteCarlo(Estimator):
         Precision of the latent draws, as in :class:`SubsetSimulation`: float32 draws the
         normals several times faster (:mod:`scarce.normals`), which matters when the model is cheap
         next to ``d`` normal draws per query (784-pixel images).
+    allow_large : bool
+        Run more than :data:`~scarce.estimators.base.MAX_MONTE_CARLO_QUERIES` samples, or batches
+        whose latent draws exceed :data:`~scarce.estimators.base.MAX_LEVEL_BYTES`. Without it such
+        a configuration is refused before any model call: ``n_samples=1e13`` is a typo more often
+        than a plan.
 
     Notes
     -----
@@ -44,15 +57,19 @@ class MonteCarlo(Estimator):
 
     method = "monte_carlo"
 
-    def __init__(self, n_samples: int = 100_000, batch_size: int = 10_000, dtype: str = "float64") -> None:
+    def __init__(self, n_samples: int = 100_000, batch_size: int = 10_000, dtype: str = "float64",
+                 allow_large: bool = False) -> None:
         self.n_samples = n_samples
         self.batch_size = batch_size
         self.dtype = dtype
+        self.allow_large = allow_large
 
     def estimate(self, problem: RareEventProblem, seed: SeedLike = None, callback=None) -> EstimateResult:
         """Estimate ``problem``'s failure probability from ``n_samples`` independent draws."""
+        check_callback(callback)
         cfg, problem, rng = self._prepare(problem, seed)
         n, batch, dtype = cfg.n_samples, cfg.batch_size, np.dtype(cfg.dtype)
+        check_memory(min(batch, n), problem.dim, dtype.name, cfg.allow_large, f"batch_size={batch}")
         start = time.perf_counter()
         counted, failures = CountedEvaluation(problem), 0
         for first in range(0, n, batch):
@@ -76,6 +93,10 @@ class MonteCarlo(Estimator):
 
     def _validated(self) -> MonteCarlo:
         """A copy holding the validated settings as plain Python values."""
-        return MonteCarlo(n_samples=check_positive_int("n_samples", self.n_samples),
-                          batch_size=check_positive_int("batch_size", self.batch_size),
-                          dtype=check_dtype(self.dtype).name)
+        n = check_positive_int("n_samples", self.n_samples)
+        allow_large = check_flag("allow_large", self.allow_large)
+        if n > MAX_MONTE_CARLO_QUERIES and not allow_large:
+            raise ScarceError(f"n_samples={n} is above the {MAX_MONTE_CARLO_QUERIES:,} queries a Monte Carlo run "
+                              "may make without allow_large=True; lower it, or pass allow_large=True")
+        return MonteCarlo(n_samples=n, batch_size=check_positive_int("batch_size", self.batch_size),
+                          dtype=check_dtype(self.dtype).name, allow_large=allow_large)

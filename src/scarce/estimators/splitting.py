@@ -50,16 +50,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scarce.checks import check_positive_int
+from scarce.checks import check_flag, check_positive_int
 from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
-from scarce.estimators.base import CountedEvaluation, Estimator, build_result
-from scarce.estimators.chains import propose_moves
+from scarce.estimators.base import CountedEvaluation, Estimator, build_result, check_memory
+from scarce.estimators.chains import checked_params, propose_moves
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import exceeds_budget
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
-from scarce.seeding import SeedLike
+from scarce.seeding import SeedLike, spawn_generators
 
 __all__ = ["AdaptiveMultilevelSplitting"]
 
@@ -91,13 +91,16 @@ class AdaptiveMultilevelSplitting(Estimator):
         Precision of the latent particles, as in :class:`~scarce.estimators.subset.SubsetSimulation`:
         float32 draws the normals several times faster and halves the memory traffic, which
         matters for image-sized latents; scores and estimates stay float64.
+    allow_large : bool
+        Run a configuration whose particles (with one iteration's copies) take more than
+        :data:`~scarce.estimators.base.MAX_LEVEL_BYTES`; refused before any model call without it.
     """
 
     method = "adaptive_multilevel_splitting"
 
     def __init__(self, n_samples: int = 1000, n_killed: int | None = None, n_steps: int = 3, n_replicas: int = 4,
                  kernel: Kernel | None = None, max_iterations: int = 100_000,
-                 max_queries: int | None = None, dtype: str = "float64") -> None:
+                 max_queries: int | None = None, dtype: str = "float64", allow_large: bool = False) -> None:
         self.n_samples = n_samples
         self.n_killed = n_killed
         self.n_steps = n_steps
@@ -106,6 +109,7 @@ class AdaptiveMultilevelSplitting(Estimator):
         self.max_iterations = max_iterations
         self.max_queries = max_queries
         self.dtype = dtype
+        self.allow_large = allow_large
 
     def _validated(self) -> AdaptiveMultilevelSplitting:
         n = check_positive_int("n_samples", self.n_samples, minimum=2)
@@ -127,6 +131,7 @@ class AdaptiveMultilevelSplitting(Estimator):
             n_samples=n, n_killed=k, n_steps=check_positive_int("n_steps", self.n_steps), n_replicas=replicas,
             kernel=kernel, max_iterations=check_positive_int("max_iterations", self.max_iterations),
             max_queries=max_queries, dtype=check_dtype(self.dtype).name,
+            allow_large=check_flag("allow_large", self.allow_large),
         )
 
     def estimate(self, problem: RareEventProblem, seed: SeedLike = None) -> EstimateResult:
@@ -137,10 +142,13 @@ class AdaptiveMultilevelSplitting(Estimator):
         from its own generator and adapts its own kernel, so the replicas stay independent.
         """
         cfg, problem, rng = self._prepare(problem, seed)
+        check_memory(2 * cfg.n_samples * cfg.n_replicas, problem.dim, cfg.dtype, cfg.allow_large,
+                     f"n_samples={cfg.n_samples} x n_replicas={cfg.n_replicas}")
         start = time.perf_counter()
         counted = CountedEvaluation(problem)
         share = None if cfg.max_queries is None else cfg.max_queries // cfg.n_replicas  # the same for each
-        replicas = [_Replica(cfg, child, index, share) for index, child in enumerate(rng.spawn(cfg.n_replicas))]
+        children = spawn_generators(rng, cfg.n_replicas)
+        replicas = [_Replica(cfg, child, index, share) for index, child in enumerate(children)]
         first = [r.draw(problem.dim) for r in replicas]
         for replica, score in zip(replicas, _split(counted.effective(np.concatenate(first), "at the first draws"),
                                                    first)):
@@ -220,9 +228,10 @@ class _Replica:
         parents = survivors[self.rng.integers(0, survivors.size, size=n_killed)]
         self.level, self.killed, self.accepted = level, killed, 0
         self.cur_u, self.cur_s = self.u[parents].copy(), self.score[parents].copy()
-        self.params = cfg.kernel.tune(self.cur_u, self.scale)
+        self.params = checked_params(cfg.kernel, "tune", cfg.kernel.tune(self.cur_u, self.scale))
         if cfg.kernel.can_fit(*self.u.shape):  # a kernel that fits its proposal reads every particle
-            self.params = cfg.kernel.fit(self.params, self.cur_u, self.u, self.score, level)
+            self.params = checked_params(cfg.kernel, "fit",
+                                         cfg.kernel.fit(self.params, self.cur_u, self.u, self.score, level))
         return True
 
     def propose(self) -> tuple[np.ndarray, np.ndarray]:

@@ -78,16 +78,23 @@ from scarce.envelope import (
     level_cov,
     lineage_variance,
 )
-from scarce.checks import check_flag, check_in_interval, check_positive_int
+from scarce.checks import check_choice, check_flag, check_in_interval, check_positive_int
 from scarce.errors import (
     BudgetExhaustedWarning,
     LowAcceptanceWarning,
     ScarceError,
     StalledLevelWarning,
     ThinEvidenceWarning,
-    unknown_name_error,
 )
-from scarce.estimators.base import CountedEvaluation, Estimator, build_result, effective_scores
+from scarce.estimators.base import (
+    MAX_LEVEL_BYTES,
+    CountedEvaluation,
+    Estimator,
+    build_result,
+    check_callback,
+    check_memory,
+    effective_scores,
+)
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, next_threshold, stop_before_level
@@ -101,8 +108,6 @@ LevelCallback = Callable[[LevelDiagnostics], None]
 _FIRST_LEVELS = ("lhs", "mc")
 #: Values of ``SubsetSimulation(count_seeds=...)``.
 COUNT_SEEDS_RULES = ("independent", "always", "never")
-#: Memory a level's latent states may take before ``allow_large=True`` is required (8 GiB).
-MAX_LEVEL_BYTES = 8 * 2**30
 
 
 def latin_hypercube_normal(n: int, dim: int, rng: np.random.Generator, block: int = 1 << 22) -> np.ndarray:
@@ -128,9 +133,7 @@ def latin_hypercube_normal(n: int, dim: int, rng: np.random.Generator, block: in
 
 def check_count_seeds(rule: object) -> str:
     """Validate a ``count_seeds`` rule (one of :data:`COUNT_SEEDS_RULES`) and return it."""
-    if rule not in COUNT_SEEDS_RULES:
-        raise unknown_name_error("count_seeds", str(rule), COUNT_SEEDS_RULES)
-    return str(rule)
+    return check_choice("count_seeds", rule, COUNT_SEEDS_RULES)
 
 
 class SubsetSimulation(Estimator):
@@ -234,8 +237,7 @@ class SubsetSimulation(Estimator):
         break JSON; the copy keeps what the validators return.
         """
         n, p0 = check_level_sizes(self.n_samples, self.level_probability)
-        if self.first_level not in _FIRST_LEVELS:
-            raise unknown_name_error("first_level", str(self.first_level), _FIRST_LEVELS)
+        first_level = check_choice("first_level", self.first_level, _FIRST_LEVELS)
         max_queries = None
         if self.max_queries is not None:
             max_queries = check_positive_int("max_queries", self.max_queries)
@@ -250,7 +252,7 @@ class SubsetSimulation(Estimator):
             kernel=kernel,
             max_levels=check_positive_int("max_levels", self.max_levels),
             max_queries=max_queries,
-            first_level=str(self.first_level),
+            first_level=first_level,
             cov_depth=check_positive_int("cov_depth", self.cov_depth, minimum=0),
             dtype=check_dtype(self.dtype).name,
             stop_factor=check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0),
@@ -260,15 +262,8 @@ class SubsetSimulation(Estimator):
 
     def _check_memory(self, dim: int) -> None:
         """Refuse a level whose latent states alone exceed :data:`MAX_LEVEL_BYTES` (unless ``allow_large``)."""
-        itemsize = check_dtype(self.dtype).itemsize
         # a level's states, plus the candidates and seeds of one MCMC step
-        need = 2 * self.n_samples * dim * itemsize
-        if need > MAX_LEVEL_BYTES and not self.allow_large:
-            raise ScarceError(
-                f"n_samples={self.n_samples} with a latent dimension of {dim} ({self.dtype}) needs about "
-                f"{need / 2**30:.1f} GiB per level, above the {MAX_LEVEL_BYTES / 2**30:.0f} GiB bound; lower "
-                "n_samples, or pass allow_large=True if the machine has the memory"
-            )
+        check_memory(2 * self.n_samples, dim, self.dtype, self.allow_large, f"n_samples={self.n_samples}")
 
     def iter_levels(self, problem: RareEventProblem, seed: SeedLike = None) -> Iterator[LevelState]:
         """Run level by level: a frozen :class:`~scarce.results.LevelState` after each level.
@@ -317,6 +312,7 @@ class SubsetSimulation(Estimator):
             partial result, whose ``probability`` is the last level's probability
             times its failure fraction (0 when it holds no failure).
         """
+        check_callback(callback)
         for state in self.iter_levels(problem, seed):
             if callback is not None:
                 callback(state.diagnostics)

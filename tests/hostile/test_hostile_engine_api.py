@@ -1,0 +1,244 @@
+"""Regression tests for hostile use of the engine's public API (issue 18, item 8): one test per reproducer.
+
+Found by a hostile-input audit of ``SubsetSimulation``, ``AdaptiveMultilevelSplitting``,
+``MonteCarlo``, the kernels, ``EstimateResult`` and ``scarce.envelope``. Each input must work
+with the meaning the documentation gives it, or raise a :class:`scarce.errors.ScarceError` /
+:class:`scarce.errors.EvaluationError` naming what is wrong; never a foreign exception or a
+silently wrong number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from scarce import (
+    AdaptiveMultilevelSplitting,
+    EstimateResult,
+    MonteCarlo,
+    RareEventProblem,
+    SubsetSimulation,
+    make_kernel,
+)
+from scarce.errors import EvaluationError, ScarceError
+from scarce.kernels import ConditionalSampling
+from scarce.problems import linear
+
+
+def _quiet(call):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return call()
+
+
+def _in_place_model(x):
+    x *= 0.5  # writes into its input
+    s = x.sum(1) / 2.0
+    return s, s >= 1.5
+
+
+def _copying_model(x):
+    y = x * 0.5
+    s = y.sum(1) / 2.0
+    return s, s >= 1.5
+
+
+def test_a_model_that_writes_into_its_input_does_not_change_the_chains():
+    """It halved the engine's own states: 10x below the answer, no warning."""
+    for seed in range(3):
+        writes = SubsetSimulation(n_samples=500).estimate(RareEventProblem(4, _in_place_model), seed=seed)
+        copies = SubsetSimulation(n_samples=500).estimate(RareEventProblem(4, _copying_model), seed=seed)
+        assert writes.probability == copies.probability and writes.n_queries == copies.n_queries
+
+
+def test_a_transform_that_writes_into_the_latents_does_not_change_the_chains():
+    def in_place(u):
+        u *= 0.5
+        return u
+
+    def evaluate(x):
+        s = x.sum(1) / 2.0
+        return s, s >= 1.5
+
+    writes = SubsetSimulation(n_samples=500).estimate(RareEventProblem(4, evaluate, in_place), seed=0)
+    copies = SubsetSimulation(n_samples=500).estimate(RareEventProblem(4, evaluate, lambda u: u * 0.5), seed=0)
+    assert writes.probability == copies.probability and writes.n_queries == copies.n_queries
+
+
+def test_ci_at_an_extreme_level_caps_at_one_instead_of_overflowing():
+    r = SubsetSimulation(n_samples=200).estimate(linear(dim=3, probability=1e-3), seed=0)
+    low, high = r.ci(0.99999999)
+    assert 0.0 <= low <= r.probability and high == 1.0
+    assert "CI" in r.summary(0.99999999)
+
+
+def test_a_splitting_result_is_never_read_as_a_binomial_count():
+    """Kernels that never moved a copy left two levels and no queries: the interval was the
+    Clopper-Pearson one of n_failed / n_samples, (0.227, 0.542), excluding the estimate 0.094."""
+    r = _quiet(lambda: AdaptiveMultilevelSplitting(n_samples=20, kernel=make_kernel("mma", initial_scale=1e6),
+                                                   n_replicas=2).estimate(linear(dim=2, probability=0.1), seed=0))
+    low, high = r.ci()
+    assert low <= r.probability <= high
+
+
+def test_the_same_seed_sequence_twice_gives_the_same_run():
+    """Spawning advanced the caller's SeedSequence: two runs, one recorded seed."""
+    problem, ss = linear(dim=3, probability=1e-3), np.random.SeedSequence(42)
+    first = AdaptiveMultilevelSplitting(n_samples=100).estimate(problem, seed=ss)
+    second = AdaptiveMultilevelSplitting(n_samples=100).estimate(problem, seed=ss)
+    assert first.probability == second.probability and ss.n_children_spawned == 0
+
+
+def test_a_seed_sequence_with_numpy_spawn_keys_writes_json():
+    seed = np.random.SeedSequence(5, spawn_key=(np.uint32(3), np.int64(1)))
+    record = json.loads(MonteCarlo(n_samples=10).estimate(linear(dim=2, probability=0.1), seed=seed).to_json())
+    assert record["info"]["seed"]["spawn_key"] == [3, 1]
+
+
+def test_splitting_takes_a_generator_without_a_spawnable_seed():
+    def legacy():
+        return np.random.Generator(np.random.RandomState(0)._bit_generator)
+
+    problem = linear(dim=3, probability=1e-3)
+    a = AdaptiveMultilevelSplitting(n_samples=50).estimate(problem, seed=legacy())
+    b = AdaptiveMultilevelSplitting(n_samples=50).estimate(problem, seed=legacy())
+    assert a.probability == b.probability > 0
+
+
+@pytest.mark.parametrize("setting", [dict(first_level=np.array(["lhs"])), dict(count_seeds=np.array(["always"])),
+                                     dict(first_level=np.array(["lhs", "mc"]))])
+def test_array_valued_choices_are_refused(setting):
+    """np.array(['lhs']) passed `in` and was stored as the string "['lhs']": level 0 silently Monte Carlo."""
+    name = next(iter(setting))
+    with pytest.raises(ScarceError, match=name):
+        SubsetSimulation(**setting).estimate(linear(dim=2, probability=0.1), seed=0)
+
+
+@pytest.mark.parametrize("estimator", [AdaptiveMultilevelSplitting(n_samples=10**13),
+                                       MonteCarlo(n_samples=10**13), MonteCarlo(n_samples=10**9, batch_size=10**9)])
+def test_splitting_and_monte_carlo_refuse_huge_runs_before_work(estimator):
+    with pytest.raises(ScarceError, match="allow_large"):
+        estimator.estimate(linear(dim=1000, probability=1e-3), seed=0)
+
+
+@pytest.mark.parametrize("estimator", [SubsetSimulation(n_samples=200), MonteCarlo(n_samples=100)])
+def test_a_callback_that_cannot_be_called_is_refused_before_any_model_call(estimator):
+    calls = []
+
+    def model(x):
+        calls.append(len(x))
+        return x[:, 0], x[:, 0] > 3
+
+    with pytest.raises(ScarceError, match="callback"):
+        estimator.estimate(RareEventProblem(2, model), seed=0, callback=5)
+    assert calls == []
+
+
+def _stored() -> dict:
+    return json.loads(SubsetSimulation(n_samples=300).estimate(linear(dim=3, probability=1e-3), seed=0).to_json())
+
+
+@pytest.mark.parametrize("text, what", [
+    ("{}", "missing keys"),
+    ("not json", "not valid JSON"),
+    ("5", "expected a dict"),
+    ("[" * 100_000 + "]" * 100_000, "not valid JSON"),
+])
+def test_from_json_refuses_what_is_not_a_result(text, what):
+    with pytest.raises(ScarceError, match=what):
+        EstimateResult.from_json(text)
+
+
+@pytest.mark.parametrize("change, what", [
+    ({"probability": 5.0}, "probability"),
+    ({"probability": -1.0}, "probability"),
+    ({"cov": -1.0}, "cov"),
+    ({"n_queries": -3}, "n_queries"),
+    ({"info": None}, "info"),
+    ({"bogus": 1}, "unknown keys"),
+    ({"nonfinite": {"levels/9/threshold": "inf"}}, "names no field"),
+    ({"nonfinite": {"a/b/c": "inf"}}, "names no field"),
+    ({"nonfinite": {"cov": "big"}}, "nonfinite"),
+])
+def test_from_dict_refuses_fields_no_estimator_writes(change, what):
+    with pytest.raises(ScarceError, match=what):
+        EstimateResult.from_dict({**_stored(), **change})
+
+
+def test_to_json_refuses_allow_nan_by_name():
+    with pytest.raises(ScarceError, match="allow_nan"):
+        EstimateResult.from_dict(_stored()).to_json(allow_nan=True)
+
+
+class _WideKernel(ConditionalSampling):
+    def propose(self, u, params, rng):
+        return np.zeros((u.shape[0], u.shape[1] + 1))
+
+
+class _NaNKernel(ConditionalSampling):
+    def propose(self, u, params, rng):
+        return np.full(u.shape, np.nan)
+
+
+class _ListKernel(ConditionalSampling):
+    def propose(self, u, params, rng):
+        return u.tolist()
+
+
+class _NoParamsKernel(ConditionalSampling):
+    def tune(self, seeds, scale):
+        return None
+
+
+@pytest.mark.parametrize("kernel, what", [(_WideKernel(), "shape"), (_NaNKernel(), "non-finite"),
+                                          (_ListKernel(), "float array"), (_NoParamsKernel(), "KernelParams")])
+@pytest.mark.parametrize("engine", [SubsetSimulation, AdaptiveMultilevelSplitting])
+def test_a_user_kernels_bad_proposal_names_the_kernel(kernel, what, engine):
+    with pytest.raises(ScarceError, match=f"{type(kernel).__name__}.*{what}"):
+        engine(n_samples=100, kernel=kernel).estimate(linear(dim=2, probability=1e-2), seed=0)
+
+
+@pytest.mark.parametrize("dim", [3.0, -1, np.int8(3)])
+def test_a_problem_dim_changed_after_construction_is_checked_again(dim):
+    problem = linear(dim=3, probability=1e-3)
+    problem.dim = dim
+    if isinstance(dim, np.integer):  # a valid value, kept as a Python int: no overflow in int8 arithmetic
+        result = SubsetSimulation(n_samples=200).estimate(problem, seed=0)
+        assert type(problem.dim) is int and result.n_queries > 0
+    else:
+        with pytest.raises(ScarceError, match="problem.dim"):
+            SubsetSimulation(n_samples=200).estimate(problem, seed=0)
+
+
+def test_from_score_checks_its_arguments_when_called():
+    with pytest.raises(ScarceError, match="score must be callable"):
+        RareEventProblem.from_score(5, dim=2)
+    with pytest.raises(ScarceError, match="bogus"):
+        RareEventProblem.from_score(lambda u: u[:, 0], 2, bogus=1)
+
+
+def test_a_masked_score_is_refused():
+    def model(x):
+        s = np.ma.masked_array(x[:, 0], mask=np.ones(len(x), bool))
+        return s, np.zeros(len(x), bool)
+
+    with pytest.raises(EvaluationError, match="masked"):
+        SubsetSimulation(n_samples=100).estimate(RareEventProblem(2, model), seed=0)
+
+
+def test_a_masked_array_without_masked_entries_is_read_as_its_data():
+    problem = RareEventProblem(2, lambda x: (np.ma.masked_array(x[:, 0]), x[:, 0] > 2.5))
+    plain = RareEventProblem(2, lambda x: (x[:, 0], x[:, 0] > 2.5))
+    assert SubsetSimulation(n_samples=300).estimate(problem, seed=1).probability == \
+        SubsetSimulation(n_samples=300).estimate(plain, seed=1).probability
+
+
+def test_the_mean_centred_interval_keeps_the_estimate_inside_at_any_level():
+    r = SubsetSimulation(n_samples=300).estimate(linear(dim=3, probability=1e-4), seed=2)
+    for level in (0.01, 0.3, 0.5, 0.95, 0.999999):
+        low, high = r.ci(level)
+        assert low <= r.probability <= high and not math.isnan(high)
