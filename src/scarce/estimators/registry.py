@@ -119,7 +119,7 @@ def make_estimator(name: str, **params: Any) -> Any:
     >>> make_estimator("monte_carlo", n_sample=10)
     Traceback (most recent call last):
     ...
-    scarce.errors.ScarceError: estimator 'monte_carlo' (MonteCarlo) takes no parameter(s) ['n_sample']; allowed parameters: n_samples, batch_size, dtype
+    scarce.errors.ScarceError: estimator 'monte_carlo' (MonteCarlo) takes no parameter(s) ['n_sample']; allowed parameters: n_samples, batch_size, dtype, allow_large
     """
     if not isinstance(name, str) or name not in ESTIMATORS:
         raise unknown_name_error("estimator", name, ESTIMATORS)
