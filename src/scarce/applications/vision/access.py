@@ -204,15 +204,23 @@ def ask_target(target: Any, batch: Any) -> Any:
     return answer.detach() if hasattr(answer, "detach") else answer
 
 
-def _as_array(answer: Any) -> np.ndarray:
-    return answer.cpu().numpy() if hasattr(answer, "cpu") else np.asarray(answer)
+def _as_array(answer: Any, n: int) -> np.ndarray:
+    """One answer of the target as a numpy array; one numpy cannot read (a ragged list, a tensor on the meta
+    device, an object) is refused as an answer that is not labels, not passed on as numpy's error."""
+    try:
+        return np.asarray(answer.cpu().numpy() if hasattr(answer, "cpu") else answer)
+    except Exception as exc:  # noqa: BLE001 - whatever the target returned, it is not n labels
+        shape = getattr(answer, "shape", None)
+        described = type(answer).__name__ + (f" of shape {tuple(shape)}" if shape is not None else "")
+        raise ScarceError(f"the target must return one integer label per input ({n} inputs); it returned a "
+                          f"{described} that cannot be read as an array ({type(exc).__name__}: {exc})") from None
 
 
 def _checked_labels(answers: list[Any], n: int, n_classes: int | None = None) -> np.ndarray:
     """The target's answers for ``n`` images (tensors, arrays or lists, one per batch) as int64 labels,
     refused unless they are one integer per image (in ``0..n_classes - 1`` when given); a column
     ``(m, 1)`` of integers is read as ``m`` labels."""
-    parts = [_as_array(a) for a in answers]
+    parts = [_as_array(a, n) for a in answers]
     parts = [a.reshape(-1) if a.ndim == 2 and a.shape[1] == 1 and a.dtype.kind in "iu" else a for a in parts]
     if any(a.ndim == 0 for a in parts):
         raise ScarceError(f"the target must return one integer label per input ({n} inputs); it returned a single "

@@ -44,10 +44,11 @@ import numpy as np
 
 from scarce.applications.vision.events import make_event
 from scarce.applications.vision.noise import CustomNoise, make_noise
-from scarce.applications.vision.problem import VisionModel, perturbation_problem
-from scarce.checks import check_in_interval, check_positive_int
-from scarce.errors import ScarceError, ScarceWarning
+from scarce.applications.vision.problem import VisionModel, check_noise, perturbation_problem
+from scarce.checks import as_real_array, check_in_interval, check_labels, check_positive_int, is_real
+from scarce.errors import ScarceError, ScarceWarning, show
 from scarce.estimators import SubsetSimulation
+from scarce.problem import MAX_DIM
 from scarce.results import EstimateResult
 from scarce.seeding import SeedLike, as_generator
 
@@ -59,16 +60,33 @@ def vision_model(model: Any, input_shape: Sequence[int], *, features: str | None
     """``model`` ready for the engine: batched inference-mode passes on ``device``, logits checked.
 
     A :class:`VisionModel` is returned as it is; any other ``torch.nn.Module`` is wrapped so
-    that ``features`` (a layer name) gives the embedding.
+    that ``features`` (a layer name) gives the embedding. ``input_shape`` is checked before the
+    probe pass allocates a batch of that shape.
     """
     if isinstance(model, VisionModel):
         return model
     from scarce.applications.vision.layers import TorchClassifier
 
+    shape = _input_shape(input_shape)
     classifier = model if hasattr(model, "logits_and_features") and features is None \
         else TorchClassifier(model, features=features)
-    return VisionModel(classifier, n_classes=None, image_shape=tuple(int(s) for s in input_shape),
-                       device=device, batch_size=batch_size)
+    return VisionModel(classifier, n_classes=None, image_shape=shape, device=device, batch_size=batch_size)
+
+
+def _input_shape(input_shape: Any) -> tuple[int, ...]:
+    """``input_shape`` as a tuple of positive ints holding at most ``MAX_DIM`` values (the largest latent space a
+    problem may have), refused before any batch of that shape is allocated."""
+    allowed = "a non-empty sequence of positive integers, one input's shape without the batch axis, e.g. (3, 32, 32)"
+    listed = isinstance(input_shape, Sequence) and not isinstance(input_shape, (str, bytes))
+    sizes = tuple(input_shape) if listed or (isinstance(input_shape, np.ndarray) and input_shape.ndim == 1) else None
+    if not sizes or not all(isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n >= 1
+                            for n in sizes):
+        raise ScarceError(f"input_shape must be {allowed}; got {show(input_shape)} ({type(input_shape).__name__})")
+    total = math.prod(int(n) for n in sizes)
+    if total > MAX_DIM:
+        raise ScarceError(f"input_shape={tuple(int(n) for n in sizes)} holds {total:,} values per input, above the "
+                          f"{MAX_DIM:,} a perturbation's latent space may have; allowed: {allowed}")
+    return tuple(int(n) for n in sizes)
 
 
 def _engine_model(model: Any, input_shape: Sequence[int], features: str | None, device: str,
@@ -87,52 +105,71 @@ def _engine_model(model: Any, input_shape: Sequence[int], features: str | None, 
 
 
 def _noise(noise: Any, scale: float, clip: tuple[float, float] | None, shape: tuple[int, ...]) -> Any:
+    """The perturbation ``noise`` names, checked against one input of ``shape`` before any model pass."""
     low, high = (-math.inf, math.inf) if clip is None else _pair(clip)
     if isinstance(noise, str):
         check_in_interval("scale", scale, 0.0, math.inf, high_open=True)  # named as the caller passed it
         return make_noise(noise, scale, low=low, high=high)
     if hasattr(noise, "apply"):
+        if isinstance(noise, CustomNoise) and noise.shape != tuple(shape):
+            raise ScarceError(f"the noise's shape {noise.shape} must equal x0.shape {tuple(shape)}: fn(x0, u) "
+                              f"receives x0 in that shape")
+        check_noise(noise, math.prod(shape))
         return noise
     if callable(noise):
-        return CustomNoise(noise, shape=shape, latent_dim=int(np.prod(shape)), low=low, high=high)
+        return CustomNoise(noise, shape=shape, latent_dim=math.prod(shape), low=low, high=high)
     raise ScarceError(f"noise must be 'gaussian', 'uniform', a noise object with apply(x0, u) or a callable "
                       f"fn(x0, u) -> inputs, got {noise!r}")
 
 
 def _pair(clip: Any) -> tuple[float, float]:
-    if isinstance(clip, (str, bytes)):
-        raise ScarceError(f"clip must be a (low, high) pair of numbers or None, got {clip!r}")
-    try:
-        low, high = (float(v) for v in clip)
-    except (TypeError, ValueError):
-        raise ScarceError(f"clip must be a (low, high) pair of numbers or None, got {clip!r}") from None
-    return low, high
+    """``clip`` as ``(low, high)`` floats: a tuple, list or array of two real numbers (bools, strings and
+    unordered sets are refused, as ``GaussianNoise(low=False)`` is)."""
+    ordered = isinstance(clip, (Sequence, np.ndarray)) and not isinstance(clip, (str, bytes))
+    values = list(clip) if ordered else None
+    if values is None or len(values) != 2 or not all(is_real(v) for v in values):
+        raise ScarceError(f"clip must be a (low, high) pair of numbers or None, got {show(clip)} "
+                          f"({type(clip).__name__}; bools, strings and unordered sets are not a pair of numbers)")
+    return float(values[0]), float(values[1])
 
 
-def _input(x0: Any) -> np.ndarray:
-    if hasattr(x0, "detach"):  # a torch tensor
-        x0 = x0.detach().cpu().numpy()
-    x = np.asarray(x0, dtype=np.float64)
+def _input(x0: Any, name: str = "x0") -> np.ndarray:
+    """``x0`` as a float64 array of its own (a copy: nothing the run does reaches the caller's array), refused
+    unless it is real numbers (strings, complex values, ragged lists and meta tensors are not read)."""
+    allowed = "one input in the shape the model takes (without a batch axis), given as an array"
+    x = np.array(as_real_array(x0, name, allowed), dtype=np.float64)
     if x.ndim == 0 or x.size == 0:
-        raise ScarceError(f"x0 must be one input (an array of the shape the model takes, without a batch axis), "
-                          f"got shape {x.shape}")
+        raise ScarceError(f"{name} must be {allowed} of real numbers; got shape {x.shape}")
     return x
 
 
 def _label(model: VisionModel, x0: np.ndarray, label: Any) -> int:
+    """``label`` checked, or, when None, the model's (the target's) decision on ``x0`` (its logits finite)."""
     if label is None:  # the model's own decision on the clean input
-        return int(model.forward(x0.reshape(1, -1), 0, embed=False).predicted()[0])
+        return int(_pass_on_x0(model, x0, 0, False, "its prediction on x0 is the label").predicted()[0])
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
         raise ScarceError(f"label must be a class index in 0..{model.n_classes - 1} of this {model.n_classes}-class "
                           f"model (or None: the prediction on x0, the target's when one is given), got {label!r}")
     return int(label)
 
 
+def _pass_on_x0(model: VisionModel, x0: np.ndarray, label: int, embed: bool, why: str) -> Any:
+    """One pass on ``x0`` alone; an error the model raises becomes a ScarceError naming the batch it was given
+    and ``why`` the pass was made (as the probe pass names its own), not the model's bare exception."""
+    try:
+        return model.forward(x0.reshape(1, -1), label, embed=embed)
+    except ScarceError as exc:
+        raise ScarceError(f"the pass on x0 alone ({why}): {exc}") from exc
+    except Exception as exc:  # the model's own error, with the input it was given
+        raise ScarceError(f"the model raised {type(exc).__name__} on x0 alone, a batch of shape "
+                          f"{(1, *model.image_shape)} ({why}): {exc}") from exc
+
+
 def _check_ruler_width(score: Any, model: VisionModel, x0: np.ndarray, label: int, features: str | None) -> None:
     width = getattr(score, "n_features_in_", None)
     if width is None or isinstance(score, str):
         return
-    have = model.forward(x0.reshape(1, -1), label).embedding.shape[1]
+    have = _pass_on_x0(model, x0, label, True, "the width of the features").embedding.shape[1]
     if have != width:
         raise ScarceError(f"the ruler was fitted on {width}-dimensional embeddings, and features={features!r} gives "
                           f"{have}: pass the layer the ruler's training embeddings came from")
@@ -193,9 +230,9 @@ def failure_probability(
         torch batch ``(n, *x0.shape)`` on ``device`` to ``n`` labels (a model inside it in eval
         mode). Its decision is the failure; ``model`` only sets the levels (module notes).
     """
+    estimator = _check_estimator(estimator, n_samples, callback)  # before any model pass
     problem, setup = _problem(model, x0, label, noise=noise, scale=scale, clip=clip, score=score, failure=failure,
                               features=features, device=device, batch_size=batch_size, target=target)
-    estimator = SubsetSimulation(n_samples=n_samples) if estimator is None else _check_estimator(estimator)
     result = estimator.estimate(problem, seed=seed, **({} if callback is None else {"callback": callback}))
     return replace(result, info={**result.info, "setup_queries": setup})
 
@@ -208,16 +245,27 @@ def _problem(model: Any, x0: Any, label: Any, *, noise: Any, scale: float, clip:
         raise ScarceError("score='margin' reads the logits of the classifier under test, and target= answers with "
                           "labels only: pass score='surrogate_margin' (the margin of model=, your own network), a "
                           "ruler fitted on the features of model=, or score='none' with scarce.MonteCarlo")
+    perturbation, event = _noise(noise, scale, clip, x.shape), make_event(failure)  # checked before any pass
     engine_model = _engine_model(model, x.shape, features, device, batch_size, target)
     chosen = _label(engine_model, x, label)
-    problem = perturbation_problem(engine_model, x, chosen, _noise(noise, scale, clip, x.shape), score=score,
-                                   event=make_event(failure))
+    problem = perturbation_problem(engine_model, x, chosen, perturbation, score=score, event=event)
     _check_ruler_width(score, engine_model, x, chosen, features)
     # the label pass and the width check, then two inputs: model's shape probe, or a target's answer check
     return problem, engine_model.timer.points + 2
 
 
-def _check_estimator(estimator: Any) -> Any:
+def _check_estimator(estimator: Any, n_samples: int, callback: Any) -> Any:
+    """The estimator to run (``SubsetSimulation(n_samples)`` when None), and ``callback`` checked to be callable:
+    both refused before any model pass. A class (``scarce.MonteCarlo``) is not an estimator: its instances are."""
+    if callback is not None and not callable(callback):
+        raise ScarceError(f"callback must be None or callable (it is called with each level's diagnostics), got "
+                          f"{show(callback)} ({type(callback).__name__})")
+    if estimator is None:
+        return SubsetSimulation(n_samples=n_samples)
+    if isinstance(estimator, type):
+        raise ScarceError(f"estimator must be an estimator instance such as scarce.SubsetSimulation(...) or "
+                          f"scarce.MonteCarlo(...); got the class {estimator.__name__} itself (call it: "
+                          f"{estimator.__name__}(...))")
     if not callable(getattr(estimator, "estimate", None)):
         raise ScarceError(f"estimator must have estimate(problem, seed=...) (e.g. scarce.SubsetSimulation(...) or "
                           f"scarce.MonteCarlo(...)), got {type(estimator).__name__}")
@@ -239,6 +287,11 @@ class Harvest:
     source: np.ndarray
     features: str | None = None
     per_input: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        """``failed`` checked to be one 0/1 flag per row of ``embeddings`` (NaN or 2 is no flag), kept as bool."""
+        rows = len(self.embeddings) if hasattr(self.embeddings, "__len__") else -1
+        self.failed = check_labels(self.failed, n_samples=rows, name="failed", require_both=False)
 
     @property
     def n_failures(self) -> int:
@@ -314,15 +367,15 @@ def harvest(
     target's decisions, the embeddings come from ``model`` (your surrogate), whose margin sets the
     harvest's levels, and ``labels`` default to the target's predictions.
     """
-    xs = _input(inputs)
+    xs = _input(inputs, "inputs")
     if xs.ndim < 2:
         raise ScarceError(f"inputs must be a batch (m, *input_shape), got shape {xs.shape}")
     check_positive_int("max_normal_per_input", max_normal_per_input)
+    perturbation = _noise(noise, scale, clip, xs.shape[1:])
+    event, root = make_event(failure), _root_seed(seed)
     engine_model = _engine_model(model, xs.shape[1:], features, device, batch_size, target)
     given = [None] * len(xs) if labels is None else _labels(labels, len(xs))
-    perturbation = _noise(noise, scale, clip, xs.shape[1:])
     estimator = SubsetSimulation(n_samples=n_samples, max_queries=max_queries)
-    event, root = make_event(failure), _root_seed(seed)
     rng = np.random.default_rng(root.spawn(1)[0])
     parts: list[tuple[np.ndarray, np.ndarray, int, int]] = []
     per_input = []

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from scarce.applications.vision.problem import margin
-from scarce.errors import ScarceError
+from scarce.errors import ScarceError, show
 
 __all__ = ["FailureEvent", "LogitsEvent", "Misclassification", "Targeted", "make_event"]
 
@@ -111,7 +111,9 @@ class LogitsEvent(FailureEvent):
     """Failure flagged by ``fn(logits) -> bool (n,)``; ``score(logits) -> float (n,)`` leads to it.
 
     ``score`` must be larger closer to failure; without it the levels need a ruler
-    (``score=ruler``), since no margin is known for an arbitrary event.
+    (``score=ruler``), since no margin is known for an arbitrary event. Each function is handed a
+    copy of the logits: one that edits them in place cannot change what the other, or the
+    margin, reads after it.
     """
 
     fn: Callable[[np.ndarray], Any]
@@ -124,7 +126,7 @@ class LogitsEvent(FailureEvent):
         return self.score is not None
 
     def failed(self, logits: np.ndarray, label: int, predicted: np.ndarray | None = None) -> np.ndarray:
-        flags = np.asarray(self.fn(logits))
+        flags = np.asarray(self.fn(np.array(logits)))
         if flags.shape != (logits.shape[0],) or not (flags.dtype == bool or np.isin(flags, (0, 1)).all()):
             raise ScarceError(f"the failure function must return one bool per input, shape ({logits.shape[0]},); "
                               f"it returned dtype {flags.dtype}, shape {flags.shape}")
@@ -134,7 +136,7 @@ class LogitsEvent(FailureEvent):
         if self.score is None:
             raise ScarceError("score='margin' is undefined for a user failure function: give the event a score "
                               "(LogitsEvent(fn, score=...)) or pass score=<fitted ruler>")
-        values = np.asarray(self.score(logits), dtype=np.float64)
+        values = np.asarray(self.score(np.array(logits)), dtype=np.float64)
         if values.shape != (logits.shape[0],):
             raise ScarceError(f"the event's score must return one number per input, shape ({logits.shape[0]},); "
                               f"it returned shape {values.shape}")
@@ -143,17 +145,22 @@ class LogitsEvent(FailureEvent):
 
 def make_event(failure: Any = "misclassification", target: int | None = None) -> FailureEvent:
     """The event named by ``failure``: ``"misclassification"``, a :class:`FailureEvent`, or a
-    callable on the logits; ``target`` makes it a targeted misclassification."""
+    callable on the logits; ``target`` makes it a targeted misclassification.
+
+    ``failure`` is compared by identity and type before equality: an array (whose ``==`` is
+    elementwise) is refused with the others, not asked for its truth value.
+    """
+    default = failure is None or (isinstance(failure, str) and failure == "misclassification")
     if target is not None:
-        if failure not in ("misclassification", None):
+        if not default:
             raise ScarceError(f"target={target!r} names a targeted misclassification; it cannot be combined "
                               f"with failure={failure!r}")
         return Targeted(target)
-    if failure in ("misclassification", None):
+    if default:
         return Misclassification()
     if isinstance(failure, FailureEvent):
         return failure
     if callable(failure):
         return LogitsEvent(failure)
     raise ScarceError(f"failure must be 'misclassification', a FailureEvent (Targeted, LogitsEvent) or a callable "
-                      f"on the logits returning one bool per input, got {failure!r}")
+                      f"on the logits returning one bool per input, got {show(failure)} ({type(failure).__name__})")

@@ -33,7 +33,11 @@ __all__ = ["TorchClassifier", "as_logits", "layer_names"]
 
 
 def layer_names(module: Any) -> list[str]:
-    """The names ``module.named_modules()`` gives its submodules (the root, ``""``, left out)."""
+    """The names ``module.named_modules()`` gives its submodules (the root, ``""``, left out): what
+    ``features=`` may name. Anything but a ``torch.nn.Module`` is refused."""
+    if not isinstance(module, torch.nn.Module):
+        raise ScarceError(f"layer_names takes a torch.nn.Module (the model whose layers features= may name), got "
+                          f"{type(module).__name__}")
     return [name for name, _ in module.named_modules() if name]
 
 

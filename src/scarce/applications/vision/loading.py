@@ -148,8 +148,9 @@ def read_input(path: str | os.PathLike[str], shape: tuple[int, ...] | None = Non
             x = np.load(file, allow_pickle=False)
         except ValueError as exc:
             raise ScarceError(f"--input {str(file)!r} is not a plain .npy array ({exc})") from exc
-        if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool) or x.dtype.names:
-            raise ScarceError(f"--input {str(file)!r} holds {x.dtype} values; the input must be a numeric array")
+        if x.dtype.kind not in "biuf" or x.dtype.names:  # complex too: its imaginary part would be dropped
+            raise ScarceError(f"--input {str(file)!r} holds {x.dtype} values; the input must be an array of real "
+                              f"numbers (bool, integer or float)")
     elif suffix in _IMAGE_SUFFIXES:
         x = _read_image(file)
     else:

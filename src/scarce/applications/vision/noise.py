@@ -37,8 +37,8 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
-from scarce.checks import check_in_interval, check_positive_int
-from scarce.errors import ScarceError, unknown_name_error
+from scarce.checks import as_real_array, check_in_interval, check_positive_int
+from scarce.errors import ScarceError, show, unknown_name_error
 
 __all__ = ["CustomNoise", "GaussianNoise", "Noise", "UniformNoise", "make_noise", "NOISES"]
 
@@ -165,6 +165,7 @@ class CustomNoise:
         if not callable(self.fn):
             raise ScarceError(f"noise must be 'gaussian', 'uniform' or a callable fn(x0, u), got {self.fn!r}")
         check_positive_int("latent_dim", self.latent_dim)
+        object.__setattr__(self, "shape", _check_shape(self.shape))
         _check_range(self.low, self.high)
 
     @property
@@ -175,12 +176,29 @@ class CustomNoise:
         u = np.asarray(u, dtype=np.float64)
         if u.ndim != 2 or u.shape[1] != self.latent_dim:
             raise ScarceError(f"u must have shape (n, {self.latent_dim}) for latent_dim={self.latent_dim}, got {u.shape}")
-        x0 = np.asarray(x0, dtype=np.float64).reshape(self.shape)
-        x = np.asarray(self.fn(x0, u), dtype=np.float64)
-        if x.shape[0] != u.shape[0] or x[0].size != x0.size:
-            raise ScarceError(f"the noise function returned shape {x.shape} for {u.shape[0]} latent draws; expected "
-                              f"{(u.shape[0], *self.shape)} or ({u.shape[0]}, {x0.size})")
-        return x.reshape(u.shape[0], -1)
+        x0 = np.array(x0, dtype=np.float64)  # a copy: fn may edit its seed without editing the caller's
+        if x0.size != math.prod(self.shape):
+            raise ScarceError(f"the seed has {x0.size} values and the noise's shape {self.shape} holds "
+                              f"{math.prod(self.shape)}: shape must be the shape of x0")
+        n = u.shape[0]
+        x = as_real_array(self.fn(x0.reshape(self.shape), u), "the noise function's output",
+                          f"{n} inputs, an array of shape {(n, *self.shape)} or ({n}, {x0.size})")
+        if x.shape not in ((n, *self.shape), (n, x0.size)):
+            raise ScarceError(f"the noise function returned shape {x.shape} for {n} latent draws; expected "
+                              f"{(n, *self.shape)} or ({n}, {x0.size}): {n} inputs of x0's shape, or flat")
+        return x.reshape(n, -1)
+
+
+def _check_shape(shape: Any) -> tuple[int, ...]:
+    """``shape`` as a tuple of positive ints (a single int as one axis), or a ScarceError naming it."""
+    sizes = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
+    sizes = tuple(sizes) if isinstance(sizes, np.ndarray) and sizes.ndim == 1 else sizes
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (tuple, list)) or not sizes \
+            or not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) and s >= 1
+                       for s in sizes):
+        raise ScarceError(f"shape must be the shape of x0, a non-empty tuple of positive integers such as "
+                          f"(3, 32, 32), got {show(shape)} ({type(shape).__name__})")
+    return tuple(int(s) for s in sizes)
 
 
 NOISES = {"gaussian": GaussianNoise, "uniform": UniformNoise}

@@ -26,11 +26,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce.checks import check_positive_int
-from scarce.errors import ScarceError
-from scarce.problem import RareEventProblem
+from scarce.checks import check_positive_int, is_real
+from scarce.errors import ScarceError, show
+from scarce.problem import MAX_DIM, RareEventProblem
 
-__all__ = ["ForwardOutputs", "VisionModel", "margin", "perturbation_problem"]
+__all__ = ["ForwardOutputs", "VisionModel", "check_noise", "margin", "perturbation_problem"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,7 @@ class VisionModel:
         if self.batch_size is None:
             self.batch_size = _CPU_BATCH if self.device == "cpu" else _GPU_BATCH
         check_positive_int("batch_size", self.batch_size)
+        _refuse_meta(self.classifier)
         if hasattr(self.classifier, "to") and not _already_on(self.classifier, self.device):
             self.classifier.to(self.device)
         if self.head is not None and hasattr(self.head, "network"):
@@ -145,6 +146,10 @@ class VisionModel:
         except Exception as exc:  # the model's own error, with the input shape it was given
             raise ScarceError(f"the model rejected a batch of shape {tuple(probe.shape)} (inputs of shape "
                               f"{tuple(self.image_shape)} with a batch axis): {type(exc).__name__}: {exc}") from exc
+        if getattr(logits, "is_meta", False):  # shapes without values: weights never loaded, or made on "meta"
+            raise ScarceError("the model returned logits on the meta device, which hold no values: its weights are "
+                              "not loaded (meta device); load them (module.to_empty(device=...), then "
+                              "load_state_dict) before passing the model")
         expected = self.n_classes if self.n_classes is not None else "n_classes"
         if logits.ndim != 2 or logits.shape[0] != 2 or (self.n_classes is not None and logits.shape[1] != self.n_classes):
             raise ScarceError(
@@ -202,27 +207,70 @@ class VisionModel:
         # precision and bfloat16 from there: numpy has no bfloat16)
         host = np.float64 if self._dtype == torch.float64 else np.float32
         # always a copy: a model that edits its input in place must not reach the caller's array
-        batch = torch.from_numpy(np.asarray(x).astype(host, order="C").reshape(n, *self.image_shape))
+        with np.errstate(over="ignore"):  # values beyond float32 become inf, refused below with their cause
+            batch = torch.from_numpy(np.asarray(x).astype(host, order="C").reshape(n, *self.image_shape))
         on_cpu = self.device == "cpu"
         if batch.dtype != self._dtype:
             batch = batch.to(self._dtype)
+        _check_finite_inputs(torch, batch, x)
         if not on_cpu:
             batch = batch.to(self.device, non_blocking=True)
         logits, features = self.classifier.logits_and_features(batch)
         if logits.ndim != 2 or logits.shape[1] != self.n_classes:
             raise ScarceError(f"classifier returned logits of shape {tuple(logits.shape)}; expected "
                               f"(n, {self.n_classes}) for a {self.n_classes}-class problem")
-        logits_here = logits.double() if on_cpu else logits.double().cpu()  # float64 on the host
+        logits_here = (logits.double() if on_cpu else logits.double().cpu()).numpy()  # float64 on the host
+        _check_finite_logits(logits_here)
         if not embed:
             if n > len(_NO_COLUMNS):
-                return logits_here.numpy(), np.zeros((n, 0)), np.zeros((n, 0), dtype=np.float32)
-            return logits_here.numpy(), _NO_COLUMNS[:n], _NO_FEATURES[:n]
+                return logits_here, np.zeros((n, 0)), np.zeros((n, 0), dtype=np.float32)
+            return logits_here, _NO_COLUMNS[:n], _NO_FEATURES[:n]
         inputs = self.head_inputs(features, label)
         embedding = features if self.head is None else self.head.transform_tensor(inputs)
-        return logits_here.numpy(), embedding.double().cpu().numpy(), inputs.cpu().numpy()
+        return logits_here, embedding.double().cpu().numpy(), inputs.cpu().numpy()
 
 
 ScoreFn = Callable[[ForwardOutputs, int], np.ndarray]
+
+
+def _check_finite_inputs(torch: Any, batch: Any, x: np.ndarray) -> None:
+    """Refuse a batch that is not finite in the model's precision: a NaN from a noise function, or values
+    beyond float32's (float16's) range that became inf, would reach the model as values it was never given."""
+    if bool(torch.isfinite(batch).all()):
+        return
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(x)
+        largest = float(np.abs(x[finite]).max()) if finite.any() else float("nan")
+    raise ScarceError(f"the perturbed inputs must be finite numbers in the model's precision "
+                      f"({str(batch.dtype).replace('torch.', '')}); a batch of {x.shape[0]} held "
+                      f"{int(x.size - finite.sum())} NaN or inf value(s) as given and "
+                      f"{int((~torch.isfinite(batch)).sum())} once converted (largest finite magnitude {largest:g}): "
+                      f"bound the inputs (clip=(low, high)) or lower scale")
+
+
+def _check_finite_logits(logits: np.ndarray) -> None:
+    """Refuse NaN or infinite logits: their argmax would be read as a decision (NaN: class 0), so a
+    broken pass would count as a failure or a success whatever the score."""
+    finite = np.isfinite(logits)
+    if finite.all():
+        return
+    row, column = (int(i) for i in np.argwhere(~finite)[0])
+    raise ScarceError(f"the model's logits must be finite numbers; for a batch of {logits.shape[0]} inputs it returned "
+                      f"{int(logits.size - finite.sum())} NaN or inf value(s), the first {logits[row, column]!r} at "
+                      f"input {row}, class {column} (an overflow in float16/float32, or inputs outside the range "
+                      f"the model takes?)")
+
+
+def _refuse_meta(classifier: Any) -> None:
+    """Refuse a module whose parameters or buffers live on the meta device: shapes without values (a model
+    built under ``torch.device("meta")`` whose weights were never loaded) cannot run, nor be moved."""
+    module = getattr(classifier, "module", classifier)
+    if not (hasattr(module, "named_parameters") and hasattr(module, "named_buffers")):
+        return
+    meta = next((name for name, t in (*module.named_parameters(), *module.named_buffers()) if t.is_meta), None)
+    if meta is not None:
+        raise ScarceError(f"the model's weights are not loaded (meta device): {meta!r} holds a shape but no values; "
+                          f"load the weights (module.to_empty(device=...), then load_state_dict) before passing it")
 
 
 def _already_on(classifier: Any, device: str) -> bool:
@@ -336,7 +384,8 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
         What fails (:mod:`~scarce.applications.vision.events`): misclassification when not
         given, a targeted misclassification, or a user function of the logits.
     """
-    x0, label = _check_seed(model, image, label, noise)
+    dim, how, value_range = check_noise(noise, model.n_pixels)
+    x0, label = _check_seed(model, image, label, value_range)
     if event is not None:
         event.check(model.n_classes, label)
         if getattr(event, "needs_logits", False) and getattr(model, "access", "logits") == "labels":
@@ -344,11 +393,9 @@ def perturbation_problem(model: VisionModel, image: np.ndarray, label: int, nois
     if hasattr(score, "for_group"):  # a ruler conditioned on the class: the seed's class's ruler
         score = score.for_group(label)
     score_name, score_fn = _score_function(score, getattr(model, "access", "logits"), event)
-    dim = int(getattr(noise, "latent_dim", model.n_pixels))
-    how = _noise_label(noise)
 
-    def transform(u: np.ndarray) -> np.ndarray:
-        return noise.apply(x0, u)
+    def transform(u: np.ndarray) -> np.ndarray:  # a fresh seed each call: a noise that edits it edits a copy
+        return noise.apply(x0.copy(), u)
 
     what = "" if event is None or event.name == "misclassification" else f" {event.name}"
     if (score_name == "none" and record is None and hasattr(model, "query_labels")
@@ -383,19 +430,51 @@ def _labels_only(model: Any, label: int, event: Any) -> Callable[[np.ndarray], t
 
 def _noise_label(noise: Any) -> str:
     """``gaussian(0.2)``; a noise of the user's without a name or scale by its class name."""
-    kind, scale = getattr(noise, "name", type(noise).__name__), float(getattr(noise, "scale", math.nan))
-    return kind if math.isnan(scale) else f"{kind}({scale:g})"
+    kind, scale = getattr(noise, "name", type(noise).__name__), getattr(noise, "scale", math.nan)
+    if not is_real(scale):  # NaN is "no scale" (CustomNoise's); anything else must be a number to be shown
+        raise ScarceError(f"the noise's scale must be a real number (NaN: none), got {show(scale)} "
+                          f"({type(scale).__name__}) on {type(noise).__name__}")
+    return kind if math.isnan(scale) else f"{kind}({float(scale):g})"
 
 
-def _check_seed(model: VisionModel, image: np.ndarray, label: int, noise: Any = None) -> tuple[np.ndarray, int]:
-    """The seed image as flat float64 values in the noise's range ([0, 1] by default), and its
-    label as an int (both checked)."""
-    x0 = np.asarray(image, dtype=np.float64).reshape(-1)
+def check_noise(noise: Any, n_pixels: int) -> tuple[int, str, tuple[float, float]]:
+    """The latent width a noise draws, the name it is shown by (``gaussian(0.2)``) and its value range, each
+    read from the noise object and checked, so a user's object with odd attributes is refused before any pass.
+
+    The width is ``latent_dim``, or ``n_pixels`` when the noise declares none; it must be a positive integer
+    (a fraction would be truncated, a string parsed).
+    """
+    if not callable(getattr(noise, "apply", None)):
+        raise ScarceError(f"noise must have a callable apply(x0, u) -> inputs, got {type(noise).__name__}")
+    dim = check_positive_int(f"the latent_dim of the noise {type(noise).__name__}",
+                             getattr(noise, "latent_dim", n_pixels), maximum=MAX_DIM)
+    return dim, _noise_label(noise), _noise_range(noise)
+
+
+def _noise_range(noise: Any) -> tuple[float, float]:
+    """The ``(low, high)`` range a noise declares for its values (unbounded when it declares none), checked to
+    be real numbers with ``low < high``: a seed outside it is refused, so a string or NaN must not pass."""
+    low, high = getattr(noise, "low", -math.inf), getattr(noise, "high", math.inf)
+    for which, value in (("low", low), ("high", high)):
+        if not is_real(value) or math.isnan(value):
+            raise ScarceError(f"the noise's {which} must be a real number (the bound of the values it gives; "
+                              f"-inf/inf for none), got {show(value)} ({type(value).__name__}) on "
+                              f"{type(noise).__name__}")
+    if not low < high:
+        raise ScarceError(f"the noise's range must have low < high, got low={low!r}, high={high!r} on "
+                          f"{type(noise).__name__}")
+    return float(low), float(high)
+
+
+def _check_seed(model: VisionModel, image: np.ndarray, label: int,
+                value_range: tuple[float, float]) -> tuple[np.ndarray, int]:
+    """The seed image as flat float64 values in the noise's ``value_range`` (:func:`check_noise`), a copy of
+    its own, and its label as an int (both checked)."""
+    x0 = np.array(image, dtype=np.float64).reshape(-1)  # a copy: the caller's array is never the run's seed
     if x0.size != model.n_pixels:
         raise ScarceError(f"image must have {model.n_pixels} pixels {model.image_shape}, got "
                           f"shape {np.shape(image)}")
-    # a noise object of the user's without a declared range is not checked against one
-    low, high = float(getattr(noise, "low", -math.inf)), float(getattr(noise, "high", math.inf))
+    low, high = value_range  # a noise object of the user's without a declared range is not checked against one
     if not np.all(np.isfinite(x0)) or x0.min() < low or x0.max() > high:
         raise ScarceError(f"image must hold finite values in the noise's range [{low:g}, {high:g}], got values in "
                           f"[{np.nanmin(x0):g}, {np.nanmax(x0):g}]; set the range (clip=(low, high), --clip low,high) "
