@@ -211,9 +211,14 @@ def lognormal_interval(
     """
     from scipy.stats import norm, t
 
-    from scarce.checks import check_in_interval
+    from scarce.checks import check_in_interval, is_real
+    from scarce.errors import ScarceError, show
 
     level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
+    probability = check_in_interval("probability", probability, 0.0, 1.0, low_open=False)
+    if not is_real(cov) or float(cov) < 0.0:  # inf or NaN: a CoV no run could measure
+        raise ScarceError(f"cov must be a number >= 0 (inf or NaN where unmeasured), got {show(cov)}")
+    cov = float(cov)
     if df is not None:
         df = check_in_interval("df", df, 0.0, math.inf, high_open=True)
     if probability <= 0.0 or not math.isfinite(cov):

@@ -119,6 +119,7 @@ def test_array_valued_choices_are_refused(setting):
 
 
 @pytest.mark.parametrize("estimator", [AdaptiveMultilevelSplitting(n_samples=10**13),
+                                       AdaptiveMultilevelSplitting(n_steps=2**62),
                                        MonteCarlo(n_samples=10**13), MonteCarlo(n_samples=10**9, batch_size=10**9)])
 def test_splitting_and_monte_carlo_refuse_huge_runs_before_work(estimator):
     with pytest.raises(ScarceError, match="allow_large"):

@@ -28,7 +28,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from scarce.estimators import MonteCarlo, SubsetSimulation
+from scarce.envelope import lognormal_interval
+from scarce.estimators import AdaptiveMultilevelSplitting, MonteCarlo, SubsetSimulation
+from scarce.results import EstimateResult
 from scarce.checks import check_in_interval, check_positive_int
 from scarce.errors import EvaluationError, ScarceError
 from scarce.kernels import KERNELS, make_kernel
@@ -294,6 +296,51 @@ def test_kernel_constructors(name, param, value):
     u = np.random.default_rng(0).normal(size=(5, 3))
     v = kernel.propose(u, kernel.tune(u, kernel.initial_scale), np.random.default_rng(1))
     assert v.shape == u.shape and np.isfinite(v).all()
+
+
+SPLITTING_PARAMS = [p for p in _parameters(AdaptiveMultilevelSplitting) if p != "kernel"]
+
+
+@hostile
+@given(param=st.sampled_from(SPLITTING_PARAMS), value=small_or_hostile, seed=mixed(st.integers(0, 3)))
+def test_splitting_parameters(param, value, seed):
+    _estimate_with(AdaptiveMultilevelSplitting, {"n_samples": 40, "n_replicas": 2, "max_iterations": 60},
+                   ("n_samples", "max_iterations", "max_queries", "n_replicas"), param, value, seed)
+
+
+STORED = json.loads(SubsetSimulation(n_samples=200).estimate(linear(dim=2, probability=1e-3), seed=0).to_json())
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+                                     st.floats(allow_nan=False), st.text(max_size=4)),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                     max_size=3), max_leaves=8)
+
+
+@hostile
+@given(field=st.sampled_from(sorted(STORED) + ["nonfinite", "bogus"]), value=json_values,
+       as_text=st.booleans())
+def test_a_stored_result_with_one_hostile_field_loads_valid_or_is_refused(field, value, as_text):
+    """A result file edited or corrupted anywhere: a result whose interval holds its estimate, or a ScarceError."""
+    data = {**STORED, field: value}
+    load = (lambda: EstimateResult.from_json(json.dumps(data))) if as_text else \
+        (lambda: EstimateResult.from_dict(data))
+    result = _expect_ok_or_scarce(load)
+    if result is None:
+        return
+    assert 0.0 <= result.probability <= 1.0
+    low, high = _expect_ok_or_scarce(lambda: result.ci(0.95)) or (0.0, 1.0)
+    assert 0.0 <= low <= high <= 1.0 and (not result.reached_failure or low <= result.probability <= high)
+    json.loads(result.to_json())
+
+
+@hostile
+@given(probability=mixed(st.floats(1e-300, 1.0)), cov=mixed(st.floats(0.0, 1e6)),
+       level=mixed(st.floats(0.01, 0.999999)), df=mixed(st.one_of(st.none(), st.floats(0.5, 1e6))))
+def test_lognormal_interval_holds_the_estimate_or_names_the_argument(probability, cov, level, df):
+    out = _expect_ok_or_scarce(lambda: lognormal_interval(probability, cov, level, df))
+    if out is None or not (isinstance(probability, float) and probability > 0 and math.isfinite(cov)):
+        return
+    low, high = out
+    assert 0.0 <= low <= probability <= high and not math.isnan(high)
 
 
 # -- rulers -------------------------------------------------------------------------------------

@@ -63,6 +63,9 @@ from scarce.seeding import SeedLike, spawn_generators
 
 __all__ = ["AdaptiveMultilevelSplitting"]
 
+#: Kernel moves a copy may take per iteration without ``allow_large=True`` (three is the default).
+MAX_STEPS = 10_000
+
 
 class AdaptiveMultilevelSplitting(Estimator):
     """Adaptive multilevel splitting (generalised, unbiased) with the exact terminal event.
@@ -93,7 +96,8 @@ class AdaptiveMultilevelSplitting(Estimator):
         matters for image-sized latents; scores and estimates stay float64.
     allow_large : bool
         Run a configuration whose particles (with one iteration's copies) take more than
-        :data:`~scarce.estimators.base.MAX_LEVEL_BYTES`; refused before any model call without it.
+        :data:`~scarce.estimators.base.MAX_LEVEL_BYTES`, or more than :data:`MAX_STEPS` moves a
+        copy; refused before any model call without it.
     """
 
     method = "adaptive_multilevel_splitting"
@@ -128,11 +132,19 @@ class AdaptiveMultilevelSplitting(Estimator):
                 raise ScarceError(f"max_queries must be at least n_samples * n_replicas = {n * replicas} (the "
                                   f"first draws of every replica), got {self.max_queries}")
         return AdaptiveMultilevelSplitting(
-            n_samples=n, n_killed=k, n_steps=check_positive_int("n_steps", self.n_steps), n_replicas=replicas,
+            n_samples=n, n_killed=k, n_steps=self._checked_steps(), n_replicas=replicas,
             kernel=kernel, max_iterations=check_positive_int("max_iterations", self.max_iterations),
             max_queries=max_queries, dtype=check_dtype(self.dtype).name,
             allow_large=check_flag("allow_large", self.allow_large),
         )
+
+    def _checked_steps(self) -> int:
+        """``n_steps`` in ``[1, MAX_STEPS]``, or above it with ``allow_large``: a copy moved 10^12 times is a typo."""
+        steps = check_positive_int("n_steps", self.n_steps)
+        if steps > MAX_STEPS and not check_flag("allow_large", self.allow_large):
+            raise ScarceError(f"n_steps={steps} is above the {MAX_STEPS:,} kernel moves a copy may take without "
+                              "allow_large=True; lower it, or pass allow_large=True")
+        return steps
 
     def estimate(self, problem: RareEventProblem, seed: SeedLike = None) -> EstimateResult:
         """Estimate ``problem``'s failure probability: the mean of ``n_replicas`` independent runs.
