@@ -229,7 +229,7 @@ def lognormal_interval(
     centre = math.log(probability) + 0.5 * s * s
     low = min(probability, math.exp(centre - q * s))
     high = centre + q * s
-    return (low, math.exp(high) if high < _LOG_MAX else math.inf)
+    return (low, max(probability, math.exp(high)) if high < _LOG_MAX else math.inf)  # exp(log p) may round below p
 
 
 #: The largest argument of ``math.exp`` that does not overflow (``log`` of the largest double).
