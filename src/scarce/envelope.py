@@ -136,10 +136,9 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
 
 def level_cov(probability: float, n_samples: int, correlation_factor: float = 0.0) -> float:
     """Au-Beck CoV ``sqrt((1 - p) / (N p) * (1 + gamma))`` of one level's fraction (``inf`` if p = 0)."""
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-        from scarce.checks import check_positive_int
+    from scarce.checks import check_positive_int
 
-        check_positive_int("n_samples", n_samples)
+    n_samples = check_positive_int("n_samples", n_samples)
     if probability <= 0.0:
         return math.inf
     return math.sqrt(max(0.0, (1.0 - probability) / (n_samples * probability) * (1.0 + correlation_factor)))

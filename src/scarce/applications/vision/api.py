@@ -48,6 +48,7 @@ from scarce.applications.vision.problem import VisionModel, check_noise, perturb
 from scarce.checks import as_real_array, check_in_interval, check_labels, check_positive_int, is_real
 from scarce.errors import ScarceError, ScarceWarning, show
 from scarce.estimators import SubsetSimulation
+from scarce.estimators.base import check_callback
 from scarce.problem import MAX_DIM
 from scarce.results import EstimateResult
 from scarce.seeding import SeedLike, as_generator
@@ -257,9 +258,7 @@ def _problem(model: Any, x0: Any, label: Any, *, noise: Any, scale: float, clip:
 def _check_estimator(estimator: Any, n_samples: int, callback: Any) -> Any:
     """The estimator to run (``SubsetSimulation(n_samples)`` when None), and ``callback`` checked to be callable:
     both refused before any model pass. A class (``scarce.MonteCarlo``) is not an estimator: its instances are."""
-    if callback is not None and not callable(callback):
-        raise ScarceError(f"callback must be None or callable (it is called with each level's diagnostics), got "
-                          f"{show(callback)} ({type(callback).__name__})")
+    check_callback(callback)
     if estimator is None:
         return SubsetSimulation(n_samples=n_samples)
     if isinstance(estimator, type):
