@@ -82,6 +82,21 @@ def dead_pid() -> int:
 # -- a small JailbreakBench tree ------------------------------------------------------------------
 
 
+def clean(call, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """Run ``call``: its value, or None for a ScarceError with a message; any other exception fails the test."""
+    import warnings
+
+    from scarce.errors import ScarceError, ScarceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScarceWarning)
+        try:
+            return call(*args, **kwargs)
+        except ScarceError as exc:
+            assert str(exc) and "Traceback" not in str(exc)
+            return None
+
+
 def synthetic_corpus(seed: int = 0, dim: int = 8):
     """Benign records, two PAIR targets with jailbreaks, one without, and a GCG group.
 

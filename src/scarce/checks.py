@@ -11,6 +11,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -305,6 +306,28 @@ def check_flag(name: str, value: object) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ScarceError(f"{name} must be True or False, got {show(value)} ({type(value).__name__})")
     return bool(value)
+
+
+def check_path(name: str, value: object) -> Path:
+    """``value`` as a :class:`~pathlib.Path`, or a :class:`ScarceError` naming ``name``.
+
+    A path is a ``str`` or path-like (``bytes`` are decoded), not blank (the empty path would
+    silently mean the current directory: a typo or an unset shell variable would read or write
+    there) and without a NUL byte (which no file system accepts).
+    """
+    try:
+        text = os.fspath(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise ScarceError(f"{name} must be a path (a str or os.PathLike), got {show(value)} "
+                          f"({type(value).__name__})") from None
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text.strip():
+        raise ScarceError(f"{name} must be a non-empty path, got {text!r} (an empty path would mean the current "
+                          "directory)")
+    if "\0" in text:
+        raise ScarceError(f"{name} must not contain a NUL byte, got {show(text)}")
+    return Path(text)
 
 
 def check_choice(name: str, value: object, choices: Iterable[str]) -> str:

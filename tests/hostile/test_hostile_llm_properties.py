@@ -24,14 +24,14 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from conftest import synthetic_corpus  # noqa: E402
+from conftest import clean, synthetic_corpus  # noqa: E402
 from scarce.applications.llm.corpus import check_corpus, read_corpus, write_corpus  # noqa: E402
 from scarce.applications.llm.embedding import embedding_matrix  # noqa: E402
 from scarce.applications.llm.sweep import SweepConfig  # noqa: E402
 from scarce.cli import app  # noqa: E402
 from scarce.datasets import read_attack_artifact, read_behaviors  # noqa: E402
 from scarce.encoders.cache import EmbeddingCache, shard_checksum  # noqa: E402
-from scarce.errors import ScarceError, ScarceWarning  # noqa: E402
+from scarce.errors import ScarceWarning  # noqa: E402
 
 EXAMPLES = int(os.environ.get("SCARCE_HYPOTHESIS_EXAMPLES", "25"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
@@ -70,17 +70,6 @@ def records(draw):
 LINE = (records().map(lambda r: json.dumps(r).encode())
         | JSON.map(lambda v: json.dumps(v).encode())
         | st.binary(max_size=60).map(lambda b: b.replace(b"\n", b" ")))
-
-
-def clean(call, *args, **kwargs):
-    """Run ``call``: return its value, or None for a ScarceError; anything else fails the test."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ScarceWarning)
-        try:
-            return call(*args, **kwargs)
-        except ScarceError as exc:
-            assert str(exc) and "Traceback" not in str(exc)
-            return None
 
 
 @pytest.fixture(scope="module")

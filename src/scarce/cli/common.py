@@ -2,22 +2,70 @@
 
 from __future__ import annotations
 
+import os
 import warnings
-from typing import NoReturn
+from typing import NoReturn, Optional
 
 import typer
+
+#: Pool workers per CPU core a command may start without the run's ``allow_large`` override: a
+#: task runs on one thread, so workers beyond the cores add a process's memory each and no speed.
+WORKERS_PER_CORE = 4
 
 EXECUTOR = typer.Option("process", help="Where tasks run: process (a local process pool, the default), "
                         "serial (here) or dask (a local Dask cluster, or the one at --scheduler). "
                         "Same numbers on each.")
 DASK = typer.Option(None, help="'local' starts a local Dask cluster; an address (tcp://host:8786) joins a "
                     "running one. Implies --executor dask.")
-WORKERS = typer.Option(None, help="Workers of the process pool or local Dask cluster (default: CPU cores).")
+WORKERS = typer.Option(None, help="Workers of the process pool or local Dask cluster (default: CPU cores; at most "
+                       f"{WORKERS_PER_CORE} per core without --set allow_large=true).")
 SCHEDULER = typer.Option(None, help="Address of a running Dask scheduler (tcp://host:8786); implies "
                          "--executor dask.")
 
 
+def check_path_option(option: str, value: Optional[str]) -> Optional[str]:
+    """``value`` of a path option (None when not given), checked by :func:`scarce.checks.check_path`:
+    the empty path means the current directory, so a typo or an unset shell variable would read or
+    write there instead."""
+    from scarce.checks import check_path
+
+    if value is not None:
+        check_path(option, value)
+    return value
+
+
+def pool_from_options(executor: str, dask: Optional[str], scheduler: Optional[str], workers: Optional[int],
+                      *, allow_large: bool = False):  # type: ignore[no-untyped-def]
+    """The executor ``--executor/--dask/--scheduler/--workers`` name, ``--workers`` checked first.
+
+    ``--workers`` sizes a pool started here (a process pool or a local Dask cluster): with
+    ``--executor serial`` or a running scheduler's address it would be ignored, so it is refused;
+    beyond :data:`WORKERS_PER_CORE` workers per core it needs the run's ``allow_large`` override.
+    """
+    from scarce.errors import ScarceError
+    from scarce.experiments.executors import executor_from_options
+
+    pool = executor_from_options(executor, dask=dask, scheduler=scheduler)  # the kind and address only
+    if workers is None:
+        return pool
+    if pool.kind == "serial" or getattr(pool, "address", None) is not None:
+        where = "--executor serial runs every task here" if pool.kind == "serial" else \
+            f"the running scheduler at {pool.address!r} has its own workers"
+        raise ScarceError(f"--workers {workers} sizes a process pool or a local Dask cluster started here; {where}: "
+                          "leave --workers out")
+    bound = WORKERS_PER_CORE * (os.cpu_count() or 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ScarceError(f"--workers must be an integer >= 1, got {workers!r}")
+    if workers > bound and not allow_large:
+        raise ScarceError(f"--workers {workers} is above the bound of {bound} ({WORKERS_PER_CORE} per CPU core here: "
+                          "each worker is a process with its own memory, and more than the cores add no speed); "
+                          "lower it, or pass --set allow_large=true to start them")
+    return executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
+
+
 CONFIDENCE = typer.Option(0.95, help="Confidence level of the interval.")
+ALLOW_LARGE = typer.Option(False, "--allow-large", help="Run a configuration beyond the memory or query bounds "
+                           "(refused otherwise, before any work).")
 DELTA = typer.Option(0.05, help="Error budget of the anytime-valid envelope.")
 JSON_OUTPUT = typer.Option(False, "--json", help="Print the result as JSON instead of tables.")
 
@@ -89,18 +137,24 @@ class level_progress:
         return self.progress.__exit__(*exc)
 
 
+def cli_message(error: BaseException) -> str:
+    """``error``'s message in the command line's words: the library's ``allow_large=True``
+    override of a resource bound is the ``--allow-large`` option of the command."""
+    return str(error).replace("allow_large=True", "--allow-large")
+
+
 def fail(message: str, cause: BaseException) -> NoReturn:
     """Print ``error: <message>`` on stderr and exit with status 2 (a usage or input error)."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code=2) from cause
 
 
-def describe_os_error(error: OSError) -> str:
-    """One line for a file-system error: the path, the reason and what to check."""
+def describe_os_error(error: OSError, check: str = "that the run directory is a writable directory with free "
+                      "space and a valid name") -> str:
+    """One line for a file-system error: the path, the reason and what to ``check``."""
     where = f" {str(error.filename)!r}" if error.filename is not None else ""
     reason = error.strerror or str(error) or type(error).__name__
-    return (f"cannot access{where}: {reason} ({type(error).__name__}); check that the run directory is a "
-            "writable directory with free space and a valid name")
+    return f"cannot access{where}: {reason} ({type(error).__name__}); check {check}"
 
 
 class run_warnings:

@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import CONFIDENCE, DELTA, JSON_OUTPUT, check_report_options, fail, show_estimate
+from scarce.cli.common import (ALLOW_LARGE, CONFIDENCE, DELTA, JSON_OUTPUT, check_report_options, cli_message, fail,
+                               show_estimate)
 
 
 class Method(str, Enum):
@@ -37,6 +38,7 @@ def estimate(
     confidence: float = CONFIDENCE,
     delta: float = DELTA,
     json_output: bool = JSON_OUTPUT,
+    allow_large: bool = ALLOW_LARGE,
 ) -> None:
     """Estimate the failure probability of a benchmark problem with a known answer."""
     import warnings
@@ -46,12 +48,13 @@ def estimate(
     try:
         check_report_options(confidence, delta)
         rare = _problem(problem, dim, pf, k)
-        estimator = _estimator(method, n_samples, level_probability, kernel, max_queries, stop_factor, count_seeds)
+        estimator = _estimator(method, n_samples, level_probability, kernel, max_queries, stop_factor, count_seeds,
+                               allow_large)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ScarceWarning)
             result = estimator.estimate(rare, seed=seed) if json_output else _with_progress(estimator, rare, seed)
     except (ScarceError, TypeError) as exc:
-        fail(str(exc), exc)
+        fail(cli_message(exc), exc)
     show_estimate(result, caught, json_output=json_output, confidence=confidence, delta=delta,
                   exact=rare.exact_probability)
 
@@ -67,14 +70,15 @@ def _problem(name: str, dim: int | None, pf: float | None, k: float):  # type: i
 
 
 def _estimator(method: Method, n_samples: int, level_probability: float, kernel: str,  # type: ignore[no-untyped-def]
-               max_queries: int | None, stop_factor: float, count_seeds: str):
+               max_queries: int | None, stop_factor: float, count_seeds: str, allow_large: bool = False):
     from scarce.estimators import MonteCarlo, SubsetSimulation
     from scarce.kernels import make_kernel
 
     if method is Method.mc:
-        return MonteCarlo(n_samples=n_samples)
+        return MonteCarlo(n_samples=n_samples, allow_large=allow_large)
     return SubsetSimulation(n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel),
-                            max_queries=max_queries, stop_factor=stop_factor, count_seeds=count_seeds)
+                            max_queries=max_queries, stop_factor=stop_factor, count_seeds=count_seeds,
+                            allow_large=allow_large)
 
 
 def _with_progress(estimator, problem, seed):  # type: ignore[no-untyped-def]

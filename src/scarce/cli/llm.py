@@ -17,7 +17,8 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, fail, run_warnings, stage_progress
+from scarce.cli.common import (DASK, EXECUTOR, SCHEDULER, WORKERS, check_path_option, describe_os_error, fail,
+                               pool_from_options, run_warnings, stage_progress)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Fleet-level jailbreak probability from embeddings of LLM conversations (paper section 6).")
@@ -58,7 +59,7 @@ def embed(
     from scarce.errors import ScarceError
 
     try:
-        device = _check_embed_options(labels, encoder, out, device)  # before the work
+        device = _check_embed_options(labels, encoder, model, out, device, batch_size, cache_dir)  # before the work
         frame = _input_corpus(input_file, input_format, corpus, data_dir, method, target_model, drop_unlabelled)
         typer.echo(f"corpus: {len(frame)} records", err=True)
         with _text_progress(f"embedding with {encoder}") as progress:
@@ -71,6 +72,9 @@ def embed(
         path = write_corpus(embedded, out)
     except ScarceError as exc:
         fail(str(exc), exc)
+    except OSError as exc:  # a file read or written (a name too long, permissions, disk full), or a model
+        fail(describe_os_error(exc, "the paths given (--input, --corpus, --data-dir, --out, --cache-dir) and "
+                                    "that --model names a judge on this machine"), exc)
     from rich.console import Console
 
     Console().print(summarize_counts(embedded).to_string(index=False))
@@ -78,17 +82,35 @@ def embed(
                f"{len(embedded['embedding'].iloc[0])})")
 
 
-def _check_embed_options(labels: str, encoder: str, out: str, device: Optional[str]) -> Optional[str]:
-    """The label source, its encoder and the output place checked; the device resolved."""
+def _check_embed_options(labels: str, encoder: str, model: Optional[str], out: str, device: Optional[str],
+                         batch_size: Optional[int], cache_dir: str) -> Optional[str]:
+    """Every option the embedding reads, checked before the input is read; the device resolved.
+
+    The encoder and its model, the batch size and the cache directory are otherwise first read
+    after the whole input has been read (and the output place only after the embedding).
+    """
     from scarce.applications.llm.corpus import check_corpus_output
+    from scarce.applications.llm.embedding import ENCODERS
+    from scarce.checks import check_positive_int
     from scarce.encoders.device import check_device
     from scarce.errors import ScarceError, unknown_name_error
+    from scarce.reporting.llm import check_output_dir
 
     if labels not in ("artifact", "judge"):
         raise unknown_name_error("labels", labels, ("artifact", "judge"))
+    if encoder not in ENCODERS:
+        raise unknown_name_error("encoder", encoder, ENCODERS)
     if labels == "judge" and encoder != "judge":
         raise ScarceError(f"--labels judge needs --encoder judge (p_unsafe comes from the judge), got "
                           f"--encoder {encoder!r}")
+    if encoder == "judge" and not (model or "").strip():
+        raise ScarceError(f"--encoder judge needs --model (the judge's name or directory), got {model!r}")
+    if encoder == "minilm" and model not in (None, "minilm"):
+        raise ScarceError(f"--model {model!r} is read only with --encoder judge (the judge's name or directory); "
+                          "--encoder minilm uses its bundled model: leave --model out")
+    if batch_size is not None:
+        check_positive_int("--batch-size", batch_size)
+    check_output_dir(check_path_option("--cache-dir", cache_dir), "--cache-dir", create=False)
     check_corpus_output(out)  # a directory or an unwritable place is refused now
     return check_device(device)
 
@@ -101,13 +123,15 @@ def _input_corpus(input_file, input_format, corpus, data_dir, method, target_mod
     from scarce.datasets import load_jailbreakbench_corpus
     from scarce.errors import ScarceError
 
+    for option, value in (("--input", input_file), ("--corpus", corpus), ("--data-dir", data_dir)):
+        check_path_option(option, value)  # an empty one would read the current directory, or fall back
     if input_file is None:
         if input_format is not None or method is not None or target_model is not None or drop_unlabelled:
             raise ScarceError("--format, --method, --target-model and --drop-unlabelled describe --input; give --input")
-        return read_corpus(corpus) if corpus else load_jailbreakbench_corpus(data_dir)
+        return read_corpus(corpus) if corpus is not None else load_jailbreakbench_corpus(data_dir)
     if corpus is not None:
         raise ScarceError("give --input or --corpus, not both")
-    chosen = input_format or infer_format(input_file)
+    chosen = infer_format(input_file) if input_format is None else input_format
     options = {"harmbench": {"method": method, "target_model": target_model},
                "garak": {"target_model": target_model}}.get(chosen, {})
     given = {k: v for k, v in options.items() if v is not None}
@@ -156,7 +180,6 @@ def sweep(
 
     from scarce.applications.llm.sweep import LLMSweep, get_preset, parse_overrides
     from scarce.errors import ScarceError
-    from scarce.experiments.executors import executor_from_options
     from scarce.experiments.store import check_run_dir
 
     start = time.perf_counter()
@@ -166,11 +189,12 @@ def sweep(
             check_run_dir(run_dir)  # an empty or blank name would write into the current directory
         except ScarceError as exc:
             raise ScarceError(f"--run-dir: {exc}") from None
+        check_path_option("--corpus", corpus)
         if report:
             from scarce.reporting.llm import check_output_dir
 
             check_output_dir(Path(run_dir) / "report", "report directory", create=False)
-        pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
+        pool = pool_from_options(executor, dask, scheduler, workers, allow_large=chosen.allow_large)
         frame = _sweep_corpus(corpus, run_dir)
         with pool, run_warnings():
             run = LLMSweep(chosen, Path(run_dir), corpus=frame, executor=pool,
@@ -180,12 +204,14 @@ def sweep(
                 outcome = run.run()
     except ScarceError as exc:
         fail(str(exc), exc)
+    except OSError as exc:  # a name too long, permissions, a full disk
+        fail(describe_os_error(exc), exc)
     typer.echo(f"sweep: {outcome['finished']}/{outcome['cells']} cells finished, "
                f"{outcome['failed']} failed, {time.perf_counter() - start:.1f} s", err=True)
     if outcome["failed"]:
         _fail_cells(outcome, report)
     if report:
-        _report(Path(run_dir))
+        _report_or_fail(Path(run_dir))
 
 
 @app.command()
@@ -201,29 +227,67 @@ def transfer(
     view: str = typer.Option("auto", help="What the rulers see: 'response' (the response half of a corpus "
                              "embedded in two parts), 'conversation' (the whole vector), or 'auto' (the "
                              "response where the corpus has it)."),
+    allow_large: bool = typer.Option(False, "--allow-large", help="Run beyond the bounds on --n-samples and "
+                                     "--n-runs (refused otherwise, before any work)."),
 ) -> None:
     """Leave-one-style-out transfer: rulers fitted on one attack style applied to each other style."""
     import time
 
     from scarce.applications.llm.corpus import read_corpus
-    from scarce.applications.llm.transfer import TransferConfig, best_per_pair, transfer_matrix
+    from scarce.applications.llm.transfer import best_per_pair, transfer_matrix
     from scarce.errors import ScarceError
     from scarce.reporting.llm import check_output_dir, write_transfer_report
 
     start = time.perf_counter()
     try:
-        eta_values = tuple(float(e) for e in etas.split(",") if e.strip())
-    except ValueError as exc:
-        fail(f"--etas takes comma-separated numbers, got {etas!r} ({exc})", exc)
-    try:
-        config = TransferConfig(styles=tuple(s.strip() for s in styles.split(",") if s.strip()), etas=eta_values,
-                                n_samples=n_samples, n_runs=n_runs, seed=seed, view=view)
+        config = _transfer_config(styles, etas, n_samples, n_runs, seed, view, allow_large)
+        check_path_option("--corpus", corpus)
         out_dir = check_output_dir(out, "output directory")
         table = transfer_matrix(read_corpus(corpus), config, log=lambda m: typer.echo(m, err=True))
+        path = write_transfer_report(table, best_per_pair(table), out_dir, config=vars(config))
     except ScarceError as exc:
         fail(str(exc), exc)
-    path = write_transfer_report(table, best_per_pair(table), out_dir, config=vars(config))
+    except OSError as exc:  # a name too long, permissions, a full disk
+        fail(describe_os_error(exc, "that --corpus is readable and --out a writable directory with a valid name"), exc)
     typer.echo(f"transfer: {len(table)} cells in {time.perf_counter() - start:.1f} s; report {path}", err=True)
+
+
+def _transfer_config(styles: str, etas: str, n_samples: int, n_runs: int, seed: int,  # type: ignore[no-untyped-def]
+                     view: str, allow_large: bool):
+    """The transfer's configuration, every option checked before the corpus is read.
+
+    ``--etas`` must list distinct fractions (a repeated one would run its cells twice), ``--seed``
+    must be a seed, and the sample sizes must give a seed per level and stay within the sweep's
+    bounds (:data:`~scarce.applications.llm.sweep.MAX_SAMPLES` and its kin) unless
+    ``--allow-large``: the cells would otherwise fail, or exhaust memory, after every ruler is fitted.
+    """
+    from scarce.applications.llm.fleet import check_eta
+    from scarce.applications.llm.sweep import MAX_CELL_SAMPLES, MAX_RUNS, MAX_SAMPLES
+    from scarce.applications.llm.transfer import TransferConfig
+    from scarce.checks import check_positive_int
+    from scarce.errors import ScarceError
+
+    texts = [e.strip() for e in etas.split(",") if e.strip()]
+    try:
+        values = [check_eta(float(text)) for text in texts]
+    except (ValueError, ScarceError) as exc:
+        raise ScarceError(f"--etas takes comma-separated numbers (adversarial fractions in (0, 1]), got {etas!r} "
+                          f"({exc})") from None
+    if not values or len(set(values)) != len(values):
+        raise ScarceError(f"--etas must list at least one adversarial fraction in (0, 1], each once, got {etas!r}")
+    check_positive_int("--seed", seed, minimum=0)
+    for option, value, bound in (("--n-samples", n_samples, MAX_SAMPLES), ("--n-runs", n_runs, MAX_RUNS)):
+        if check_positive_int(option, value) > bound and not allow_large:
+            raise ScarceError(f"{option} {value:,} is above the bound of {bound:,}; lower it, or pass --allow-large")
+    if not allow_large and n_samples * n_runs > MAX_CELL_SAMPLES:
+        raise ScarceError(f"--n-runs x --n-samples = {n_runs:,} x {n_samples:,} is more than the {MAX_CELL_SAMPLES:,} "
+                          "samples per level a cell may draw; lower one, or pass --allow-large")
+    config = TransferConfig(styles=tuple(s.strip() for s in styles.split(",") if s.strip()), etas=tuple(values),
+                            n_samples=n_samples, n_runs=n_runs, seed=seed, view=view)
+    if n_samples * config.level_probability < 1:
+        raise ScarceError(f"--n-samples {n_samples} keeps {n_samples * config.level_probability:g} seeds per level at "
+                          f"level probability {config.level_probability}; at least one is needed")
+    return config
 
 
 def _sweep_corpus(corpus: str | None, run_dir: str):  # type: ignore[no-untyped-def]
@@ -259,11 +323,26 @@ def report(
 ) -> None:
     """Rebuild the report (tables and figures) of a sweep from its run directory alone."""
     from scarce.errors import ScarceError
+    from scarce.experiments.store import check_run_dir
 
     try:
-        _report(Path(run_dir), None if out is None else out, show=tables)
+        check_run_dir(run_dir)  # an empty name would read, and write the report into, the current directory
+    except ScarceError as exc:
+        fail(f"--run-dir: {exc}", exc)
+    _report_or_fail(Path(run_dir), out, show=tables)
+
+
+def _report_or_fail(run_dir: Path, out: str | None = None, *, show: bool = True) -> None:
+    """The report of ``run_dir``, or a clean error (a damaged run directory, an unwritable output)."""
+    from scarce.errors import ScarceError
+
+    try:
+        _report(run_dir, out, show=show)
     except ScarceError as exc:
         fail(str(exc), exc)
+    except OSError as exc:
+        fail(describe_os_error(exc, "that --run-dir is a sweep's run directory and the report directory is "
+                                    "writable with a valid name"), exc)
 
 
 def _report(run_dir: Path, out: str | Path | None = None, *, show: bool = True) -> None:

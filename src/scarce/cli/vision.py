@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import DASK, EXECUTOR, SCHEDULER, WORKERS, describe_os_error, fail, run_warnings, stage_progress
+from scarce.cli.common import (DASK, EXECUTOR, SCHEDULER, WORKERS, check_path_option, describe_os_error, fail,
+                               pool_from_options, run_warnings, stage_progress)
 from scarce.cli.vision_estimate import estimate as estimate_own
 
 app = typer.Typer(no_args_is_help=False, help="MNIST misclassification under perturbation (the paper's protocol), "
@@ -42,20 +43,19 @@ def vision(
     if ctx.invoked_subcommand is not None:
         return
     from scarce.applications.vision.problem import resolve_device
-    from scarce.applications.vision.protocol import get_preset, parse_overrides
     from scarce.errors import ScarceError
     from scarce.experiments.store import check_run_dir
 
-    overrides = {k: v for k, v in {"scale": scale, "noise": noise, "seed": seed, "access": access}.items()
-                 if v is not None}
+    options = {k: v for k, v in {"scale": scale, "noise": noise, "seed": seed, "access": access}.items()
+               if v is not None}
     try:
         check_run_dir(run_dir)
-        overrides = {**parse_overrides(settings or [], preset), **overrides}
-        chosen = get_preset(preset, **overrides)  # checks every setting and the resource bounds
+        chosen = _chosen_preset(preset, settings or [], options, data_dir)  # every setting and the resource bounds
         resolve_device(device)  # before anything is written
-        finished = _finished(run_dir, chosen.config())
+        pool = pool_from_options(executor, dask, scheduler, workers, allow_large=chosen.allow_large)
+        finished, errors = _finished(run_dir, chosen.config()), {}
         if finished is None:
-            store, context = _run_protocol(chosen, run_dir, data_dir, device, executor, dask, scheduler, workers)
+            store, context, errors = _run_protocol(chosen, run_dir, data_dir, device, pool)
         else:  # a finished run: the report comes from its stored results, with no model and no ruler fit
             from scarce.experiments.store import ResultStore
 
@@ -66,6 +66,41 @@ def vision(
     except OSError as exc:  # a file the run reads or writes (disk full, permissions, a bad name)
         fail(describe_os_error(exc), exc)
     _report_or_fail(store, context, run_dir)
+    if errors:
+        _fail_tasks(errors, run_dir)
+
+
+def _chosen_preset(preset: str, settings: list[str], options: dict,  # type: ignore[no-untyped-def, type-arg]
+                   data_dir: Optional[str]):
+    """The preset with its ``--set`` items and the options ``--scale/--noise/--seed/--access``.
+
+    An option and a ``--set`` of the same key that disagree, or ``--data-dir`` for a preset that
+    reads no MNIST files, are refused: either would otherwise be silently ignored.
+    """
+    from scarce.applications.vision.protocol import get_preset, parse_overrides
+    from scarce.errors import ScarceError
+
+    overrides = parse_overrides(settings, preset)
+    for key, value in options.items():
+        if key in overrides and overrides[key] != value:
+            raise ScarceError(f"--{key} {value!r} and --set {key}={overrides[key]!r} disagree; give {key} once")
+    chosen = get_preset(preset, **{**overrides, **options})
+    check_path_option("--data-dir", data_dir)
+    if data_dir is not None and chosen.data != "mnist":
+        raise ScarceError(f"--data-dir {data_dir!r} is read only by a run on the MNIST IDX files (preset paper, or "
+                          f"--set data=mnist); preset {preset!r} reads data={chosen.data!r}: leave --data-dir out")
+    return chosen
+
+
+def _fail_tasks(errors: dict, run_dir: str) -> None:  # type: ignore[type-arg]
+    """Say how many tasks failed and where their errors are, and exit with status 1."""
+    from pathlib import Path
+
+    first_key, first = next(iter(errors.items()))
+    typer.echo(f"error: {len(errors)} task(s) of the run failed and are left out of the report; their errors "
+               f"(message and traceback) are in {Path(run_dir) / 'errors'}; first: {first_key}: "
+               f"{first.get('type', '?')}: {first.get('message', '?')}. A rerun retries only them", err=True)
+    raise typer.Exit(code=1)
 
 
 #: In a run directory: the report's context, written once every task of the run has finished.
@@ -96,8 +131,10 @@ def _finished(run_dir: str, config: dict) -> Optional[dict]:  # type: ignore[typ
     return stored.get("context")
 
 
-def _run_protocol(chosen, run_dir, data_dir, device, executor, dask, scheduler, workers):  # type: ignore[no-untyped-def]
-    """Build the context (classifier, head, rulers), run every stage, and record a clean finish."""
+def _run_protocol(chosen, run_dir, data_dir, device, pool):  # type: ignore[no-untyped-def]
+    """Build the context (classifier, head, rulers), run every stage, and record a clean finish.
+
+    Returns the store, the report's context and the errors of the tasks that failed."""
     import json
     from pathlib import Path
 
@@ -105,10 +142,8 @@ def _run_protocol(chosen, run_dir, data_dir, device, executor, dask, scheduler, 
     from scarce.applications.vision.analysis import report_context
     from scarce.applications.vision.pipeline import build_context
     from scarce.applications.vision.protocol import VisionRun
-    from scarce.experiments.executors import executor_from_options
     from scarce.experiments.store import ResultStore, config_fingerprint
 
-    pool = executor_from_options(executor, dask=dask, scheduler=scheduler, workers=workers)
     # connect first: an unreachable scheduler is an error before anything is written
     with pool, run_warnings():
         store = ResultStore(run_dir, chosen.config())  # refuse a run directory of another configuration first
@@ -120,7 +155,7 @@ def _run_protocol(chosen, run_dir, data_dir, device, executor, dask, scheduler, 
         atomic_write_text(Path(run_dir) / FINISHED, json.dumps(
             {"fingerprint": config_fingerprint(chosen.config()), "context": context, "keys": store.keys()},
             indent=1, default=str))
-    return store, context
+    return store, context, outcome["errors"]
 
 
 def _report_or_fail(store, context, run_dir) -> None:  # type: ignore[no-untyped-def]

@@ -15,8 +15,8 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import (CONFIDENCE, DELTA, JSON_OUTPUT, check_report_options, describe_os_error, fail,
-                               show_estimate)
+from scarce.cli.common import (ALLOW_LARGE, CONFIDENCE, DELTA, JSON_OUTPUT, check_path_option, check_report_options,
+                               cli_message, describe_os_error, fail, show_estimate)
 
 
 def _numbers(option: str, text: Optional[str], kind: type = float) -> Optional[tuple]:  # type: ignore[type-arg]
@@ -54,6 +54,7 @@ def estimate(
     confidence: float = CONFIDENCE,
     delta: float = DELTA,
     json_output: bool = JSON_OUTPUT,
+    allow_large: bool = ALLOW_LARGE,
 ) -> None:
     """The probability that your classifier fails on your input under random noise."""
     import warnings
@@ -70,11 +71,11 @@ def estimate(
                           clip=_numbers("--clip", clip), seed=seed, device=device, batch_size=batch_size,
                           **_label_only(labels_from),
                           estimator=SubsetSimulation(n_samples=n_samples, level_probability=level_probability,
-                                                     max_queries=max_queries))
+                                                     max_queries=max_queries, allow_large=allow_large))
     except (ScarceError, EvaluationError) as exc:  # EvaluationError: the model failed inside the run
-        fail(str(exc), exc)
+        fail(cli_message(exc), exc)
     except OSError as exc:
-        fail(describe_os_error(exc), exc)
+        fail(describe_os_error(exc, "the files given (--input, --weights) and the model's own files"), exc)
     show_estimate(result, caught, json_output=json_output, confidence=confidence, delta=delta)
 
 
@@ -96,6 +97,8 @@ def _failure(target: Optional[int]):  # type: ignore[no-untyped-def]
 def _load(model: str, weights: Optional[str], input_file: str, shape: Optional[str]):  # type: ignore[no-untyped-def]
     from scarce.applications.vision.loading import build_model, load_weights, read_input
 
+    check_path_option("--input", input_file)
+    check_path_option("--weights", weights)
     network = build_model(model)
     if weights is not None:
         load_weights(network, weights)

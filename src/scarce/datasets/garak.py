@@ -27,9 +27,11 @@ from typing import Any, Union
 
 import pandas as pd
 
+from scarce.checks import check_path
+from scarce.datasets._inputs import check_name
 from scarce.datasets.jailbreakbench import as_corpus, check_file_size
 from scarce.datasets.jsonlines import json_objects
-from scarce.errors import ScarceError
+from scarce.errors import ScarceError, show
 
 __all__ = ["HIT_THRESHOLD", "read_garak"]
 
@@ -46,8 +48,11 @@ def _text(value: Any, where: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, dict) and "turns" in value:
-        turns = [t for t in value["turns"] if isinstance(t, dict)]
-        texts = [(str(t.get("role", "")), _text(t.get("content"), where)) for t in turns]
+        turns = value["turns"]
+        if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+            raise ScarceError(f"{where}: a conversation's 'turns' must be a list of objects "
+                              f"({{'role': ..., 'content': ...}}), got {show(turns)}")
+        texts = [(_role(t.get("role"), where), _text(t.get("content"), where)) for t in turns]
         if len(texts) == 1:
             return texts[0][1]
         return "\n\n".join(f"{role}: {text}" if role else text for role, text in texts if text)
@@ -57,6 +62,35 @@ def _text(value: Any, where: str) -> str | None:
             return text
     raise ScarceError(f"{where}: expected text, a message {{'text': ...}} or a conversation {{'turns': [...]}}, got "
                       f"{type(value).__name__} {str(value)[:80]!r}")
+
+
+def _role(value: Any, where: str) -> str:
+    """A turn's role (``"user"``, ``"assistant"``...): a string, or empty when absent."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    raise ScarceError(f"{where}: a turn's 'role' must be a string, got {show(value)} ({type(value).__name__})")
+
+
+def _list(entry: dict[str, Any], name: str, where: str) -> list[Any]:
+    """``entry[name]`` as a list (empty when absent or null); any other value is refused, since
+    its items (the characters of a string, the keys of an object) would be taken as outputs."""
+    value = entry.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ScarceError(f"{where}: {name!r} must be a list (one item per output), got {show(value)} "
+                          f"({type(value).__name__})")
+    return value
+
+
+def _entry_text(entry: dict[str, Any], name: str, where: str, default: str) -> str:
+    """``entry[name]`` (the probe's class name, the goal) as text, ``default`` when absent or empty."""
+    value = entry.get(name)
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str):
+        raise ScarceError(f"{where}: {name!r} must be a string, got {show(value)} ({type(value).__name__})")
+    return value
 
 
 def _lines(path: Path) -> Any:
@@ -70,12 +104,14 @@ def _lines(path: Path) -> Any:
 
 def _output_rows(entry: dict[str, Any], where: str, target: str) -> tuple[list[dict[str, Any]], int, int]:
     """The attempt's records, the outputs missing (failed generations) and those no detector scored."""
-    probe = str(entry.get("probe_classname") or "unknown").removeprefix("probes.")
-    outputs, results = entry.get("outputs") or [], entry.get("detector_results")
+    probe = _entry_text(entry, "probe_classname", where, "unknown").removeprefix("probes.")
+    outputs, results = _list(entry, "outputs", where), entry.get("detector_results")
     if not isinstance(results, dict) or not results:
         raise ScarceError(f"{where}: an evaluated attempt (status 2) without detector_results; its outputs have no "
                           f"label, which calibration needs")
     prompt = _text(entry.get("prompt"), where) or ""
+    for detector in results:
+        _list(results, detector, f"{where}, detector_results")
     rows, missing, unscored = [], 0, 0
     for i, output in enumerate(outputs):
         response = _text(output, f"{where}, output {i}")
@@ -92,7 +128,7 @@ def _output_rows(entry: dict[str, Any], where: str, target: str) -> tuple[list[d
                      "behavior_id": f"{probe}/{entry.get('seq', '')}", "harmful": True, "method": probe,
                      "target_model": target, "turn": pd.NA, "prompt": prompt, "response": response,
                      "judge_score": top, "jailbroken": top >= HIT_THRESHOLD, "attack_type": "",
-                     "category": str(entry.get("goal") or "")})
+                     "category": _entry_text(entry, "goal", where, "")})
     return rows, missing, unscored
 
 
@@ -102,10 +138,20 @@ def _score(values: Any, i: int, detector: str, where: str) -> float | None:
         return None
     value = values[i]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ScarceError(f"{where}: detector {detector!r} scored output {i} {value!r}, not a number in [0, 1]")
-    if not 0.0 <= float(value) <= 1.0:
-        raise ScarceError(f"{where}: detector {detector!r} scored output {i} {value!r}, outside [0, 1]")
+        raise ScarceError(f"{where}: detector {detector!r} scored output {i} {show(value)}, not a number in [0, 1]")
+    if not 0 <= value <= 1:  # compared before float(): an integer beyond float range cannot become one
+        raise ScarceError(f"{where}: detector {detector!r} scored output {i} {show(value)}, outside [0, 1]")
     return float(value)
+
+
+def _setup_target(entry: dict[str, Any], where: str) -> str | None:
+    """The model under test named by a setup entry (``plugins.target_name``, older garak
+    ``plugins.model_name``), or None when it names none."""
+    value = entry.get("plugins.target_name") or entry.get("plugins.model_name")
+    if value is not None and not isinstance(value, str):
+        raise ScarceError(f"{where}: plugins.target_name must be a string (the model's name), got {show(value)} "
+                          f"({type(value).__name__})")
+    return value or None
 
 
 def read_garak(path: PathLike, *, target_model: str | None = None) -> pd.DataFrame:
@@ -113,13 +159,13 @@ def read_garak(path: PathLike, *, target_model: str | None = None) -> pd.DataFra
 
     ``target_model`` overrides the model named in the report's setup entry.
     """
-    file = Path(path)
+    file = check_path("path", path)
     attempts: dict[str, tuple[str, dict[str, Any]]] = {}
-    target = target_model
+    target = check_name(target_model, "target_model", optional=True)
     for where, entry in _lines(file):
         kind = entry["entry_type"]
         if kind == "start_run setup" and target is None:
-            target = entry.get("plugins.target_name") or entry.get("plugins.model_name")
+            target = _setup_target(entry, where)
         elif kind == "attempt" and entry.get("status") == _EVALUATED:
             attempts[str(entry.get("uuid", where))] = (where, entry)  # the last evaluation of an attempt
     if not attempts:

@@ -31,6 +31,8 @@ from typing import Any, Union
 import numpy as np
 import pandas as pd
 
+from scarce.checks import check_path
+from scarce.datasets._inputs import check_name
 from scarce.datasets.jailbreakbench import as_corpus, read_json_file
 from scarce.errors import ScarceError
 
@@ -96,19 +98,24 @@ def read_harmbench(path: PathLike, *, method: str = "harmbench", target_model: s
     unlabelled : ``"error"`` (default) refuses completions whose label is missing or -1;
         ``"drop"`` leaves them out (the frame's ``attrs["dropped_unlabelled"]`` counts them)
     """
-    if unlabelled not in UNLABELLED:
+    if not isinstance(unlabelled, str) or unlabelled not in UNLABELLED:
         raise ScarceError(f"unlabelled must be 'error' or 'drop', got {unlabelled!r}")
-    file = Path(path)
+    file = check_path("path", path)
+    method = check_name(method, "method")
+    target = check_name(target_model, "target_model", optional=True) or file.stem
     data = read_json_file(file, "HarmBench file", MAX_HARMBENCH_BYTES)
     if not isinstance(data, dict) or not data:
         raise ScarceError(f"HarmBench file {str(file)!r} must be a non-empty JSON object mapping behaviour ids to "
                           f"lists of completions")
-    rows, dropped = _records(data, file, str(method), str(target_model or file.stem))
+    rows, dropped = _records(data, file, method, target)
     if dropped and unlabelled == "error":
         raise ScarceError(f"HarmBench file {str(file)!r}: {dropped} completion(s) have no classifier label (missing "
                           f"or -1), and calibration needs every record's label; run HarmBench's "
                           f"evaluate_completions.py on them,"
                           f" or pass unlabelled='drop' (--drop-unlabelled) to leave them out")
+    if not rows:
+        raise ScarceError(f"HarmBench file {str(file)!r} holds no labelled completion ({dropped} unlabelled); an "
+                          "empty corpus has nothing to calibrate")
     frame = as_corpus(rows)
     frame.attrs["dropped_unlabelled"] = dropped
     return frame

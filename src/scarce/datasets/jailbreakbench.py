@@ -52,6 +52,9 @@ from typing import Any, Union
 import numpy as np
 import pandas as pd
 
+from scarce.checks import check_flag, check_path
+from scarce.datasets._inputs import check_name, is_dir
+from scarce.datasets.jsonlines import DuplicateKeyError, unicode_problem, unique_keys
 from scarce.errors import ScarceError
 
 __all__ = [
@@ -120,14 +123,12 @@ def resolve_jailbreakbench_dir(data_dir: PathLike | None = None) -> Path:
                 "no JailbreakBench data directory: pass data_dir (the directory holding "
                 f"'{ARTIFACTS_DIR}/' and '{BEHAVIORS_DIR}/') or set the environment variable "
                 f"{ENV_VAR} to a directory with a '{SUBDIR}/' subdirectory")
-        base, origin = Path(env), f"environment variable {ENV_VAR}={env!r}"
+        base, origin = check_path(f"environment variable {ENV_VAR}", env), f"environment variable {ENV_VAR}={env!r}"
     else:
-        try:
-            base, origin = Path(os.fspath(data_dir)), f"data_dir={os.fspath(data_dir)!r}"
-        except TypeError:
-            raise ScarceError(f"data_dir must be a path or None, got {type(data_dir).__name__}") from None
+        base = check_path("data_dir", data_dir)
+        origin = f"data_dir={str(base)!r}"
     for candidate in (base, base / SUBDIR):
-        if (candidate / ARTIFACTS_DIR).is_dir() or (candidate / BEHAVIORS_DIR).is_dir():
+        if is_dir(candidate / ARTIFACTS_DIR) or is_dir(candidate / BEHAVIORS_DIR):
             return candidate
     raise ScarceError(
         f"{origin}: no JailbreakBench data found; expected '{ARTIFACTS_DIR}/' or '{BEHAVIORS_DIR}/' "
@@ -141,9 +142,9 @@ def find_artifact_files(root: PathLike) -> list[Path]:
     (``attack-info.json``, DSN's ``evaluation.json`` and ``submission.json``, which repeat the
     white-box entries) are not artifacts and are skipped.
     """
-    base = Path(os.fspath(root))
-    artifacts = base / ARTIFACTS_DIR if (base / ARTIFACTS_DIR).is_dir() else base
-    if not artifacts.is_dir():
+    base = check_path("root", root)
+    artifacts = base / ARTIFACTS_DIR if is_dir(base / ARTIFACTS_DIR) else base
+    if not is_dir(artifacts):
         raise ScarceError(f"root={str(base)!r} is not a directory; expected the JailbreakBench "
                           f"directory holding '{ARTIFACTS_DIR}/'")
     return sorted(p for p in artifacts.glob("*/*/*.json") if p.is_file())
@@ -169,8 +170,8 @@ def check_file_size(path: Path, what: str, limit: int) -> None:
         size = path.stat().st_size
     except FileNotFoundError:
         raise ScarceError(f"{what} {str(path)!r} does not exist") from None
-    except OSError as exc:
-        raise ScarceError(f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise ScarceError(f"{what} {str(path)!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     if not path.is_file():
         raise ScarceError(f"{what} {str(path)!r} is not a regular file")
     if size > limit:
@@ -180,17 +181,25 @@ def check_file_size(path: Path, what: str, limit: int) -> None:
 
 def read_json_file(path: Path, what: str, limit: int) -> Any:
     """A JSON file read whole after its size is checked against ``limit``; every failure a
-    :class:`ScarceError` naming ``what`` and the file (missing, too large, too deep, not JSON)."""
+    :class:`ScarceError` naming ``what`` and the file (missing, too large, too deep, not JSON, an
+    object naming a key twice, text that is not valid Unicode)."""
     check_file_size(path, what, limit)
     try:
         with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+            text = handle.read()
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except FileNotFoundError:  # removed between the size check and the open
         raise ScarceError(f"{what} {str(path)!r} does not exist") from None
     except RecursionError:
         raise ScarceError(f"{what} {str(path)!r} is nested too deeply to be read") from None
+    except DuplicateKeyError as exc:
+        raise ScarceError(f"{what} {str(path)!r}: {exc}") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: JSONDecodeError, huge ints
         raise ScarceError(f"{what} {str(path)!r} is not readable JSON: {exc}") from None
+    problem = unicode_problem(text, data)
+    if problem is not None:
+        raise ScarceError(f"{what} {str(path)!r} {problem}")
+    return data
 
 
 def _load_json(path: Path) -> dict[str, Any]:
@@ -254,11 +263,11 @@ def read_attack_artifact(path: PathLike, *, method: str | None = None,
         None if absent) and ``stale_total`` (the stated total differs from the recount over all
         entries).
     """
-    path = Path(os.fspath(path))
+    path = check_path("path", path)
+    method = check_name(method, "method", optional=True) or path.parent.parent.name
+    attack_type = check_name(attack_type, "attack_type", optional=True) or path.parent.name
     data = _load_json(path)
     parameters = data.get("parameters") if isinstance(data.get("parameters"), dict) else {}
-    method = method or path.parent.parent.name
-    attack_type = attack_type or path.parent.name
     model = parameters.get("model")
     if model is not None and not isinstance(model, str):
         raise ScarceError(f"artifact file {str(path)!r}: parameters.model must be a string (the target "
@@ -327,8 +336,8 @@ def read_attack_artifacts(root: PathLike | None = None) -> pd.DataFrame:
 
 def _artifact_root(root: PathLike | None) -> Path:
     if root is not None:
-        base = Path(os.fspath(root))
-        if base.name == ARTIFACTS_DIR and base.is_dir():
+        base = check_path("root", root)
+        if base.name == ARTIFACTS_DIR and is_dir(base):
             return base
     return resolve_jailbreakbench_dir(root)
 
@@ -358,7 +367,8 @@ def read_behaviors(path: PathLike, *, harmful: bool) -> pd.DataFrame:
     pandas.DataFrame
         Columns ``behavior_id``, ``harmful`` and the CSV columns (``index`` as int).
     """
-    path = Path(os.fspath(path))
+    path = check_path("path", path)
+    harmful = check_flag("harmful", harmful)
     check_file_size(path, "behaviours file", MAX_BEHAVIORS_BYTES)
     try:
         with open(path, encoding="utf-8", newline="") as handle:
@@ -433,6 +443,7 @@ def load_jailbreakbench_corpus(root: PathLike | None = None, *, include_benign: 
         ``dropped_no_prompt``, ``jailbreaks``, ``benign_records`` and ``records``;
         ``frame.attrs["files"]`` the per-file summaries.
     """
+    include_benign = check_flag("include_benign", include_benign)
     base = resolve_jailbreakbench_dir(root)
     attacks = read_attack_artifacts(base)
     files, dropped = attacks.attrs["files"], attacks.attrs["dropped_no_prompt"]

@@ -37,9 +37,10 @@ from typing import Any, Union
 
 import pandas as pd
 
+from scarce.checks import check_path
 from scarce.datasets.jailbreakbench import NO_VALUE, as_corpus, check_file_size
 from scarce.datasets.jsonlines import json_objects
-from scarce.errors import ScarceError
+from scarce.errors import ScarceError, show
 
 __all__ = ["read_labelled"]
 
@@ -69,7 +70,7 @@ def _judge_score(value: Any, where: str) -> float:
         raise ScarceError(problem)
     try:
         score = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         raise ScarceError(problem) from None
     if not math.isnan(score) and not 0.0 <= score <= 1.0:
         raise ScarceError(problem)
@@ -89,6 +90,24 @@ def _rows_csv(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         raise ScarceError(f"{str(path)!r} is not UTF-8 text: {exc}") from None
     except csv.Error as exc:
         raise ScarceError(f"{str(path)!r} is not a readable CSV file: {exc}") from None
+    except OSError as exc:
+        raise ScarceError(f"corpus file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+
+
+def _optional_text(record: dict[str, Any], name: str, where: str, default: str, *, integer: bool = False) -> str:
+    """Column ``name`` of ``record`` as text (``default`` when absent, null or empty).
+
+    A string is taken as it is, an integer too where ``integer`` (a numeric record id); any other
+    value (a list, an object, a number) is refused: written with ``str`` it would become a
+    name no one gave, such as ``"{'a': 1}"``.
+    """
+    value = record.get(name)
+    if value is None or (isinstance(value, str) and not value):
+        return default
+    if isinstance(value, str) or (integer and isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    allowed = "a string, an integer or null" if integer else "a string or null"
+    raise ScarceError(f"{where}: {name!r} must be {allowed}, got {show(value)} ({type(value).__name__})")
 
 
 def _record(record: dict[str, Any], where: str, number: int, stem: str) -> dict[str, Any] | None:
@@ -103,19 +122,19 @@ def _record(record: dict[str, Any], where: str, number: int, stem: str) -> dict[
     flag = _flag(record.get("jailbroken") if label is None or label == "" else label, where)
     if flag is None:
         return None
-    method = str(record.get("method") or "custom")
-    return {"record_id": str(record.get("record_id") or f"{stem}/{number}"),
-            "behavior_id": str(record.get("behavior_id") or ""), "harmful": method != NO_VALUE, "method": method,
-            "target_model": str(record.get("target_model") or "unknown"), "turn": pd.NA, **texts,
-            "judge_score": _judge_score(record.get("judge_score"), where), "jailbroken": flag,
-            "attack_type": "", "category": str(record.get("category") or "")}
+    method = _optional_text(record, "method", where, "custom")
+    return {"record_id": _optional_text(record, "record_id", where, f"{stem}/{number}", integer=True),
+            "behavior_id": _optional_text(record, "behavior_id", where, "", integer=True), "harmful": method != NO_VALUE,
+            "method": method, "target_model": _optional_text(record, "target_model", where, "unknown"), "turn": pd.NA,
+            **texts, "judge_score": _judge_score(record.get("judge_score"), where), "jailbroken": flag,
+            "attack_type": "", "category": _optional_text(record, "category", where, "")}
 
 
 def read_labelled(path: PathLike, *, unlabelled: str = "error") -> pd.DataFrame:
     """Read a ``.jsonl`` or ``.csv`` file of labelled conversations as corpus records."""
-    if unlabelled not in ("error", "drop"):
+    if not isinstance(unlabelled, str) or unlabelled not in ("error", "drop"):
         raise ScarceError(f"unlabelled must be 'error' or 'drop', got {unlabelled!r}")
-    file = Path(path)
+    file = check_path("path", path)
     check_file_size(file, "corpus file", MAX_TABLE_BYTES)
     suffix = file.suffix.lower()
     if suffix not in (".jsonl", ".csv"):

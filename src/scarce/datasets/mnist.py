@@ -46,7 +46,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scarce._atomic import atomic_write_bytes, new_file_mode
-from scarce.checks import check_flag, check_positive_int
+from scarce.checks import check_flag, check_path, check_positive_int
+from scarce.datasets._inputs import is_dir, open_regular
 from scarce.errors import ScarceError
 
 __all__ = [
@@ -105,6 +106,11 @@ MAX_IDX_BYTES = 1 << 30
 """Largest IDX payload read, in bytes; a header declaring more is refused before anything else is read."""
 #: Deflate expands at most about 1032:1, so a gzip file of ``n`` bytes holds less than this times n.
 _DEFLATE_MAX_RATIO = 1032
+#: Deflate's stored blocks add 5 bytes per 65,535, so a gzip file of content ``n`` needs less than
+#: ``n + n // 1000`` bytes plus a little for headers and padding (this much).
+_GZIP_SLACK = 1 << 20
+#: At most this many gzip members before the IDX header is known, then one per 4 KiB of content more.
+_HEADER_MEMBERS = 2048
 _CHUNK = 1 << 20
 
 
@@ -118,6 +124,51 @@ def _read_upto(stream: Any, n: int) -> bytes:
         parts.append(part)
         left -= len(part)
     return b"".join(parts)
+
+
+class _Gunzip:
+    """The content of a gzip file as a stream, decompressed with work bounded by what is asked for.
+
+    Each member (``cat a.gz b.gz`` makes a valid file of two) is inflated by zlib, which checks the
+    member's header and trailer (CRC-32 and length) itself; output is made only as it is read; zero
+    bytes between or after members (tape padding) are skipped in bulk, and more than
+    ``max_members`` members are refused, so padding or a flood of empty members cannot make a
+    small file slow to read. A file that ends inside a member raises ``EOFError``.
+    """
+
+    def __init__(self, handle: Any, path: Path, max_members: int = _HEADER_MEMBERS):
+        self._handle, self._path, self.max_members = handle, path, max_members
+        self._members, self._inflate, self._input = 0, None, b""
+
+    def _next_member(self, rest: bytes) -> bool:
+        """Start the member that ``rest`` (then the file) begins with; False at the end of the file."""
+        while not (rest := rest.lstrip(b"\0")):
+            rest = self._handle.read(_CHUNK)
+            if not rest:
+                return False
+        self._members += 1
+        if self._members > self.max_members:
+            raise ScarceError(f"{self._path} is a corrupt gzip file: more than {self.max_members} gzip members for "
+                              "the content its IDX header declares; delete it and download it again")
+        self._inflate, self._input = zlib.decompressobj(16 + zlib.MAX_WBITS), rest
+        return True
+
+    def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes of content (fewer only at the end of the last member)."""
+        parts = []
+        while size > 0:
+            if self._inflate is None or self._inflate.eof:
+                if not self._next_member(b"" if self._inflate is None else self._inflate.unused_data):
+                    break
+            if not self._input:
+                self._input = self._handle.read(_CHUNK)
+                if not self._input:
+                    raise EOFError("the file ends inside a gzip member")
+            part = self._inflate.decompress(self._input, size)
+            self._input = self._inflate.unconsumed_tail
+            parts.append(part)
+            size -= len(part)
+        return b"".join(parts)
 
 
 def _idx_header(stream: Any, path: Path) -> tuple[bytes, tuple[int, ...], np.dtype]:
@@ -170,10 +221,9 @@ def _read_stream(stream: Any, path: Path, raw_size: int | None, gz_size: int | N
     header, dims, dtype = _idx_header(stream, path)
     expected = _check_declared(path, dims, dtype.itemsize, None if raw_size is None else raw_size - len(header))
     total = len(header) + expected
-    if gz_size is not None and total > gz_size * _DEFLATE_MAX_RATIO + 1024:
-        raise ScarceError(f"{path} is a truncated or corrupt gzip file: its IDX header declares {total} "
-                          f"uncompressed bytes, more than deflate can produce from its {gz_size} "
-                          "compressed bytes; delete it and download it again")
+    if gz_size is not None:
+        _check_gzip_size(path, total, gz_size)
+        stream.max_members = total // 4096 + _HEADER_MEMBERS
     data = _read_upto(stream, expected)
     if len(data) < expected:
         raise ScarceError(f"{path} is truncated: its header declares shape {dims} ({expected} bytes of "
@@ -184,32 +234,41 @@ def _read_stream(stream: Any, path: Path, raw_size: int | None, gz_size: int | N
     return header + data
 
 
+def _check_gzip_size(path: Path, total: int, gz_size: int) -> None:
+    """A gzip file's size must fit the ``total`` content bytes its IDX header declares: deflate can
+    neither expand more than :data:`_DEFLATE_MAX_RATIO`-fold nor need much more room than the content."""
+    if total > gz_size * _DEFLATE_MAX_RATIO + 1024:
+        raise ScarceError(f"{path} is a truncated or corrupt gzip file: its IDX header declares {total} "
+                          f"uncompressed bytes, more than deflate can produce from its {gz_size} "
+                          "compressed bytes; delete it and download it again")
+    if gz_size > total + total // 1000 + _GZIP_SLACK:
+        raise ScarceError(f"{path} is a corrupt gzip file: it has {gz_size} bytes, more than deflate needs for the "
+                          f"{total} bytes its IDX header declares (at most {total + total // 1000 + _GZIP_SLACK}); "
+                          "delete it and download it again")
+
+
 def _read_bytes(path: Path) -> bytes:
     """The IDX content of a file (gunzipped when it starts with the gzip magic bytes), checked.
 
     The header is read first; its declared shape is checked against :data:`MAX_IDX_BYTES`, the
-    file size (raw) or the largest deflate ratio of its compressed size (gzip), and only the declared
+    file size (raw) or the sizes deflate allows for its compressed size (gzip), and only the declared
     number of bytes is then read or decompressed, so a huge or hostile file costs no more than
-    its header claims.
+    its header claims. Only a regular file is opened (a named pipe would block, a device never end).
     """
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise ScarceError(f"cannot read {path}: {exc.strerror or exc} ({type(exc).__name__})") from None
-    with handle:
-        size = os.fstat(handle.fileno()).st_size
-        compressed = handle.read(2) == _GZIP_MAGIC
-        handle.seek(0)
-        if not compressed:
-            return _read_stream(handle, path, size, None)
+    with open_regular(path, "IDX file") as handle:
         try:
-            with gzip.GzipFile(fileobj=handle, mode="rb") as stream:
-                return _read_stream(stream, path, None, size)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise ScarceError(f"{path} is a truncated or corrupt gzip file ({exc}); "
-                              "delete it and download it again") from None
+            size = os.fstat(handle.fileno()).st_size
+            compressed = handle.read(2) == _GZIP_MAGIC
+            handle.seek(0)
+            if not compressed:
+                return _read_stream(handle, path, size, None)
+            try:
+                return _read_stream(_Gunzip(handle, path), path, None, size)
+            except (EOFError, zlib.error) as exc:
+                raise ScarceError(f"{path} is a truncated or corrupt gzip file ({exc}); "
+                                  "delete it and download it again") from None
+        except OSError as exc:
+            raise ScarceError(f"cannot read {path}: {exc.strerror or exc} ({type(exc).__name__})") from None
 
 
 def _parse_idx(data: bytes, path: Path) -> NDArray:
@@ -237,12 +296,10 @@ def read_idx(path: PathLike) -> NDArray:
     ScarceError
         The file is not IDX (bad magic number or type code), it is truncated or too long for
         the shape its header declares, its header declares more than :data:`MAX_IDX_BYTES`, or
-        it cannot be read; the message names the file. Nothing beyond the declared size is read
-        or decompressed.
-    FileNotFoundError
-        The file does not exist.
+        it does not exist, is not a regular file or cannot be read; the message names the file.
+        Nothing beyond the declared size is read or decompressed.
     """
-    path = Path(os.fspath(path))
+    path = check_path("path", path)
     return _parse_idx(_read_bytes(path), path)
 
 
@@ -341,7 +398,7 @@ def _as_images(raw: NDArray, what: str) -> NDArray[np.float32]:
         return raw.astype(np.float32) / np.float32(255.0)
     if np.issubdtype(raw.dtype, np.floating):
         images = raw.astype(np.float32)
-        if not np.isfinite(images).all() or images.min() < 0.0 or images.max() > 1.0:
+        if images.size and (not np.isfinite(images).all() or images.min() < 0.0 or images.max() > 1.0):
             raise ScarceError(f"{what} holds float pixels outside [0, 1] or non-finite; allowed: "
                               "uint8 pixels 0..255 or float pixels in [0, 1]")
         return images
@@ -379,7 +436,7 @@ def _resolve_dir(data_dir: PathLike | None) -> tuple[Path | None, str]:
         return None, origin
     if value.startswith("mnist:"):
         value = value[len("mnist:"):]
-    return Path(value).expanduser(), origin
+    return check_path(origin, value).expanduser(), origin
 
 
 def _find_one(directory: Path, name: str) -> Path | None:
@@ -390,10 +447,10 @@ def _find_one(directory: Path, name: str) -> Path | None:
 
 
 def _locate_files(directory: Path, origin: str) -> dict[str, Path]:
-    if not directory.is_dir():
+    if not is_dir(directory):
         raise ScarceError(f"{origin}={str(directory)!r} is not a directory; allowed: a directory "
                           f"holding the MNIST IDX files, or unset to use the embedded 5k digits")
-    places = [directory] + ([directory / "mnist"] if (directory / "mnist").is_dir() else [])
+    places = [directory] + ([directory / "mnist"] if is_dir(directory / "mnist") else [])
     for place in places:
         found = {name: _find_one(place, name) for name in MNIST_FILES}
         if all(found.values()):
@@ -439,6 +496,10 @@ def _load_directory(directory: Path, origin: str, seed_pool_size: int | None, sp
     train_labels = _as_labels(raw[_TRAIN_LABELS], str(paths[_TRAIN_LABELS]), train_images.shape[0])
     pool_images = _as_images(raw[_TEST_IMAGES], str(paths[_TEST_IMAGES]))
     pool_labels = _as_labels(raw[_TEST_LABELS], str(paths[_TEST_LABELS]), pool_images.shape[0])
+    for name, n, least, use in ((_TRAIN_IMAGES, train_labels.size, 1, "the training split"),
+                                (_TEST_IMAGES, pool_labels.size, 2, "a seed pool and a test split")):
+        if n < least:
+            raise ScarceError(f"{paths[name]} holds {n} images; {use} needs at least {least}")
     n_pool = pool_labels.size
     size = _check_seed_pool_size(seed_pool_size, MNIST_SEED_POOL_SIZE, n_pool // 2,
                                  f"a t10k set of {n_pool} digits (half of it)")

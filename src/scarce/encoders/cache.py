@@ -41,10 +41,11 @@ import io
 import json
 import os
 import re
+import stat
 import uuid
 import warnings
 import zipfile
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Union
@@ -52,8 +53,8 @@ from typing import BinaryIO, Union
 import numpy as np
 
 from scarce._atomic import atomic_write_bytes, remove_stale_temporaries
-from scarce.checks import check_positive_int
-from scarce.errors import ScarceError, ScarceWarning
+from scarce.checks import check_path, check_positive_int
+from scarce.errors import ScarceError, ScarceWarning, show
 
 __all__ = ["CHECKSUM", "EmbeddingCache", "ProgressCallback", "cached_encode", "read_shard", "shard_checksum",
            "text_digest"]
@@ -70,6 +71,8 @@ CHECKSUM = "sha256"
 MAX_SHARD_BYTES = 1 << 30
 _MAX_MEMBERS = 64
 _NUMERIC = "fiub"
+#: Member names a field cannot take: the text digests and the checksum.
+_RESERVED = ("keys", CHECKSUM)
 _HEX = re.compile(rb"[0-9a-f]{64}")
 #: How many set-aside shards a warning names before it says "and N more".
 _NAMED = 3
@@ -78,9 +81,31 @@ _NAMED = 3
 Signature = tuple[int, int, int, int]
 
 
-def text_digest(text: str) -> str:
-    """The sha256 hex digest of ``text`` encoded as UTF-8 (the cache key of a text)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def text_digest(text: str, name: str = "text") -> str:
+    """The sha256 hex digest of ``text`` encoded as UTF-8 (the cache key of a text).
+
+    A value that is not a ``str``, or a string that UTF-8 cannot encode (a lone surrogate such as
+    ``"\\ud800"``, which no real text holds), is a :class:`ScarceError` naming ``name``.
+    """
+    if not isinstance(text, str):
+        raise ScarceError(f"{name} must be a str, got {show(text)} ({type(text).__name__})")
+    try:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError as exc:
+        raise ScarceError(f"{name} is not valid Unicode text: {exc.reason} at position {exc.start} "
+                          f"({show(text)}); allowed: strings UTF-8 can encode") from None
+
+
+def _check_texts(texts: object, name: str = "texts") -> list[str]:
+    """``texts`` as a list, each checked as :func:`text_digest` does; one bare string is refused
+    (its characters would be taken as the texts)."""
+    if isinstance(texts, (str, bytes, Mapping)) or not isinstance(texts, Iterable):
+        raise ScarceError(f"{name} must be a sequence of strings (a list, say), got {show(texts)} "
+                          f"({type(texts).__name__})")
+    items = list(texts)
+    for i, text in enumerate(items):
+        text_digest(text, f"{name}[{i}]")
+    return items
 
 
 @dataclass
@@ -125,12 +150,9 @@ class EmbeddingCache:
     def __init__(self, directory: PathLike, identity: str):
         if not isinstance(identity, str) or not identity:
             raise ScarceError(f"identity must be a non-empty string, got {identity!r}")
-        try:
-            root = Path(os.fspath(directory))
-        except TypeError:
-            raise ScarceError(f"cache_dir must be a path or None, got {type(directory).__name__}") from None
+        root = check_path("cache_dir", directory)
         self.identity = identity
-        self.directory = root / hashlib.sha256(identity.encode("utf-8")).hexdigest()[:24]
+        self.directory = root / text_digest(identity, "identity")[:24]
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -148,6 +170,7 @@ class EmbeddingCache:
             _warn(_upgraded_message(self.directory, opened), stacklevel=2)
 
     def _write_identity(self) -> None:
+        """Write ``identity.json`` (the identity in clear, for a person looking at the cache) once."""
         path = self.directory / "identity.json"
         if not path.exists():
             try:
@@ -222,6 +245,7 @@ class EmbeddingCache:
             Two verified shards of this encoder hold different fields, shapes or dtypes.
         """
         where: dict[Path, list[tuple[int, int]]] = {}
+        texts = _check_texts(texts)
         found = np.zeros(len(texts), dtype=bool)
         digests = [text_digest(text) for text in texts]
         for i, digest in enumerate(digests):
@@ -256,18 +280,9 @@ class EmbeddingCache:
     def store(self, texts: Sequence[str], arrays: Mapping[str, np.ndarray]) -> Path:
         """Write one shard holding ``arrays`` (first axis = ``texts``) and its checksum, index it;
         returns its path."""
-        reserved = sorted(set(arrays) & {"keys", CHECKSUM})
-        if reserved:
-            raise ScarceError(f"arrays must not contain a field named {reserved[0]!r} (reserved for the "
-                              "text digests and the shard checksum)")
-        if not arrays:
-            raise ScarceError("arrays must hold at least one field (a shard with none would mark its texts "
-                              "found without values)")
-        columns = {name: np.ascontiguousarray(value) for name, value in arrays.items()}
-        for name, value in columns.items():
-            if value.dtype.kind not in _NUMERIC or value.shape[:1] != (len(texts),):
-                raise ScarceError(f"cached field {name!r} must be a numeric array with {len(texts)} rows "
-                                  f"(one per text); got dtype {value.dtype} and shape {value.shape}")
+        texts = _check_texts(texts)
+        columns = {name: np.ascontiguousarray(value) for name, value in
+                   _checked_fields(arrays, len(texts), "arrays", "cached field").items()}
         keys = np.array([text_digest(t) for t in texts], dtype="S64")
         path = self.directory / f"shard-{uuid.uuid4().hex}.npz"
         try:
@@ -279,6 +294,28 @@ class EmbeddingCache:
         for row, key in enumerate(keys.tolist()):
             self._index[key.decode("ascii")] = (path, row)
         return path
+
+
+def _checked_fields(arrays: object, n: int, source: str, what: str) -> dict[str, np.ndarray]:
+    """The fields of ``arrays`` (``source``) as arrays: a mapping with at least one field, each named by a
+    string other than :data:`_RESERVED` and holding a numeric array of ``n`` rows (one per text)."""
+    if not isinstance(arrays, Mapping) or not arrays:
+        raise ScarceError(f"{source} must map at least one field name to an array (a shard with none would mark "
+                          f"its texts found without values), got {show(arrays)} ({type(arrays).__name__})")
+    checked = {}
+    for name, value in arrays.items():
+        if not isinstance(name, str) or name in _RESERVED:
+            raise ScarceError(f"{source}: a field name must be a string other than 'keys' and "
+                              f"{CHECKSUM!r} (reserved for the text digests and the shard checksum), got {show(name)}")
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError, RuntimeError) as exc:  # ragged lists, tensors numpy cannot read
+            raise ScarceError(f"{what} {name!r} is not an array ({type(exc).__name__}: {exc})") from None
+        if array.dtype.kind not in _NUMERIC or array.shape[:1] != (n,):
+            raise ScarceError(f"{what} {name!r} must be a numeric array with {n} rows (one per text); got dtype "
+                              f"{array.dtype} and shape {array.shape}")
+        checked[name] = array
+    return checked
 
 
 def _rows_match(keys: np.ndarray, pairs: Sequence[tuple[int, int]], digests: Sequence[str]) -> bool:
@@ -311,7 +348,11 @@ def _write_shard(path: Path, arrays: Mapping[str, np.ndarray]) -> str:
     """Write ``arrays`` and their checksum to ``path`` atomically; returns the checksum."""
     checksum = shard_checksum(arrays)
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays, **{CHECKSUM: np.array(checksum, dtype="S64")})
+    members = {**arrays, CHECKSUM: np.array(checksum, dtype="S64")}
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in members.items():  # as np.savez writes, for any field name ("file" too)
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
     atomic_write_bytes(path, buffer.getvalue())
     return checksum
 
@@ -339,17 +380,23 @@ def _zip_problem(handle: BinaryIO, size: int) -> str | None:
 def _read_members(path: Path, names: Collection[str] | None = None
                   ) -> tuple[dict[str, np.ndarray], Signature] | str:
     """The arrays ``names`` of a shard (all when None; absent ones are left out) and the signature
-    of the file they were read from, after the size bounds; a reason string if it cannot be read."""
+    of the file they were read from, after the size bounds; a reason string if it cannot be read.
+
+    Only a regular file is read, opened without blocking: a named pipe would wait forever for a
+    writer and a device such as ``/dev/zero`` would be read until memory runs out.
+    """
     try:
-        with open(path, "rb") as handle:
-            stat = os.fstat(handle.fileno())
-            problem = _zip_problem(handle, stat.st_size)
+        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
+            status = os.fstat(handle.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                return "it is not a regular file (a directory, pipe or device)"
+            problem = _zip_problem(handle, status.st_size)
             if problem is not None:
                 return problem
             handle.seek(0)
             with np.load(handle, allow_pickle=False) as archive:
                 wanted = archive.files if names is None else [n for n in archive.files if n in names]
-                return {name: archive[name] for name in wanted}, _signature(stat)
+                return {name: archive[name] for name in wanted}, _signature(status)
     except Exception as exc:  # noqa: BLE001 - any failure to parse an untrusted file: unreadable
         return f"it is not a readable NumPy archive ({type(exc).__name__}: {exc})"
 
@@ -499,11 +546,9 @@ def cached_encode(
         Each field with one row per entry of ``texts`` (in order).
     """
     check_positive_int("batch_size", batch_size)
+    texts = _check_texts(texts)
     unique = _unique(texts)
-    if cache is not None:
-        found, values = cache.lookup(unique)
-    else:
-        found, values = np.zeros(len(unique), dtype=bool), {}
+    found, values = cache.lookup(unique) if cache is not None else (np.zeros(len(unique), dtype=bool), {})
     todo = [i for i in range(len(unique)) if not found[i]]
     if order is not None:
         todo.sort(key=lambda i: order(unique[i]))
@@ -529,15 +574,12 @@ def cached_encode(
 
 
 def _checked_batch(arrays: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
-    checked = {}
-    for name, value in arrays.items():
-        a = np.asarray(value)
-        if a.shape[:1] != (n,):
-            raise ScarceError(f"the encoder returned {name!r} of shape {a.shape} for a batch of {n} texts")
+    """The encoder's output for a batch of ``n`` texts, checked as a shard's fields are, and finite."""
+    checked = _checked_fields(arrays, n, "the encoder's output", "the encoder's field")
+    for name, a in checked.items():
         if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
             bad = np.flatnonzero(~np.isfinite(a.reshape(n, -1)).all(axis=1))
             raise ScarceError(f"the encoder produced non-finite values (NaN or inf) in {name!r} for "
                               f"{bad.size} of {n} texts (first at batch row {int(bad[0])}); "
                               "embeddings must be finite - check the model weights and dtype")
-        checked[name] = a
     return checked

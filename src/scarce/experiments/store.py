@@ -142,19 +142,11 @@ def _read_json(path: Path) -> Any:
 
 
 def check_run_dir(root: Any) -> Path:
-    """``root`` as a run-directory path; refuses an empty name (it would mean the current directory)."""
-    try:
-        text = os.fspath(root)
-    except TypeError:
-        raise ScarceError(f"run directory must be a path, got {root!r} ({type(root).__name__})") from None
-    if isinstance(text, bytes):
-        text = os.fsdecode(text)
-    if not text.strip():
-        raise ScarceError(f"run directory must be a non-empty path, got {text!r}; an empty name would "
-                          "write into the current directory")
-    if "\0" in text:
-        raise ScarceError(f"run directory must not contain a NUL character, got {text!r}")
-    return Path(text)
+    """``root`` as a run-directory path (:func:`scarce.checks.check_path`: an empty name would
+    write into the current directory)."""
+    from scarce.checks import check_path
+
+    return check_path("run directory", root)
 
 
 def _check_key(key: str) -> str:
