@@ -227,10 +227,11 @@ def main() -> None:
                              "surrogate's margin with --set access=labels) with N particles, k killed, T moves "
                              "and R replicas, and the kernel of that registry name (default acs; repeat for "
                              "several settings)")
-    parser.add_argument("--subset", action="append", default=[], metavar="N,KERNEL[,P0]",
+    parser.add_argument("--subset", action="append", default=[], metavar="N,KERNEL[,P0[,FIRST]]",
                         help="also run Subset Simulation on the baseline's score with N samples a level, the "
-                             "kernel of that registry name (acs, mma, surface) and level probability P0 "
-                             "(default 0.1); repeat for several settings")
+                             "kernel of that registry name (acs, mma, surface), level probability P0 "
+                             "(default 0.1) and first level FIRST (mc or lhs; default the baseline's); repeat for "
+                             "several settings")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="preset overrides, as given to `scarce vision --set` for the run directory")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
@@ -276,10 +277,11 @@ def _splitting_method(baseline: str, spec: str, dtype: str) -> tuple[str, object
 
 
 def _subset_method(baseline: str, spec: str, settings) -> tuple[str, object, str]:  # type: ignore[no-untyped-def]
-    """The ``--subset N,KERNEL[,P0]`` row: Subset Simulation on the baseline's score with that kernel and ``p0``.
+    """The ``--subset N,KERNEL[,P0[,FIRST]]`` row: Subset Simulation on the baseline's score with that
+    kernel, ``p0`` and first level (``mc`` or ``lhs``; default the baseline's).
 
-    Its other settings are the baseline's (first level, level cap, latent precision, stopping
-    and seed-counting rules), so the row differs from the baseline only in what its spec names.
+    Its other settings are the baseline's (level cap, latent precision, stopping and
+    seed-counting rules), so the row differs from the baseline only in what its spec names.
     """
     from scarce import SubsetSimulation
 
@@ -287,17 +289,19 @@ def _subset_method(baseline: str, spec: str, settings) -> tuple[str, object, str
     try:
         n = int(fields[0])
         p0 = float(fields[2]) if len(fields) > 2 else 0.1
-        if len(fields) > 3:
+        first = fields[3] if len(fields) > 3 else settings.first_level
+        if len(fields) > 4 or first not in ("mc", "lhs"):
             raise ValueError(spec)
     except ValueError:
-        raise SystemExit(f"--subset must be an integer N, a kernel name and optionally a level probability, "
-                         f"got {spec!r}") from None
+        raise SystemExit(f"--subset must be an integer N, a kernel name and optionally a level probability and a "
+                         f"first level (mc or lhs), got {spec!r}") from None
     kernel = _kernel(fields[1:2], spec, "--subset")
     score = "surrogate margin" if baseline == "ss_surrogate" else "margin"
     label = f"Subset N={n} {kernel.name}" + (f" p0={p0:g}" if len(fields) > 2 else "")
+    label += f" {first}" if len(fields) > 3 else ""
     label += "" if score == "margin" else f" ({score})"
     engine = SubsetSimulation(n_samples=n, level_probability=p0, kernel=kernel, dtype=settings.latent_dtype,
-                              first_level=settings.first_level, max_levels=settings.max_levels,
+                              first_level=first, max_levels=settings.max_levels,
                               stop_factor=settings.stop_factor, count_seeds=settings.count_seeds)
     return baseline, engine, label
 
