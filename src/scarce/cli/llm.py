@@ -282,12 +282,12 @@ def _transfer_config(styles: str, etas: str, n_samples: int, n_runs: int, seed: 
     if not allow_large and n_samples * n_runs > MAX_CELL_SAMPLES:
         raise ScarceError(f"--n-runs x --n-samples = {n_runs:,} x {n_samples:,} is more than the {MAX_CELL_SAMPLES:,} "
                           "samples per level a cell may draw; lower one, or pass --allow-large")
-    config = TransferConfig(styles=tuple(s.strip() for s in styles.split(",") if s.strip()), etas=tuple(values),
-                            n_samples=n_samples, n_runs=n_runs, seed=seed, view=view)
-    if n_samples * config.level_probability < 1:
-        raise ScarceError(f"--n-samples {n_samples} keeps {n_samples * config.level_probability:g} seeds per level at "
-                          f"level probability {config.level_probability}; at least one is needed")
-    return config
+    p0 = TransferConfig.level_probability  # checked here too, so the message names --n-samples
+    if n_samples * p0 < 1:
+        raise ScarceError(f"--n-samples {n_samples} keeps {n_samples * p0:g} seeds per level at "
+                          f"level probability {p0}; at least one is needed")
+    return TransferConfig(styles=tuple(s.strip() for s in styles.split(",") if s.strip()), etas=tuple(values),
+                          n_samples=n_samples, n_runs=n_runs, seed=seed, view=view)
 
 
 def _sweep_corpus(corpus: str | None, run_dir: str):  # type: ignore[no-untyped-def]

@@ -446,10 +446,21 @@ def _find_one(directory: Path, name: str) -> Path | None:
     return None
 
 
+def _embedded_hint(origin: str) -> str:
+    """The embedded digits as a way out of missing MNIST files, offered only where it is one.
+
+    Only a directory taken from :data:`ENV_VAR` falls back to the embedded digits when unset:
+    a caller that passes ``data_dir`` asked for MNIST files (the paper preset reads the variable
+    itself and passes it on), and leaving its directory unset would be an error, not the digits.
+    """
+    return f", or unset {ENV_VAR} to use the embedded 5k digits" if origin.endswith(ENV_VAR) else ""
+
+
 def _locate_files(directory: Path, origin: str) -> dict[str, Path]:
+    """The four MNIST files in ``directory`` (or its ``mnist/``), or a :class:`ScarceError` naming ``origin``."""
     if not is_dir(directory):
         raise ScarceError(f"{origin}={str(directory)!r} is not a directory; allowed: a directory "
-                          f"holding the MNIST IDX files, or unset to use the embedded 5k digits")
+                          f"holding the MNIST IDX files{_embedded_hint(origin)}")
     places = [directory] + ([directory / "mnist"] if is_dir(directory / "mnist") else [])
     for place in places:
         found = {name: _find_one(place, name) for name in MNIST_FILES}
@@ -459,9 +470,8 @@ def _locate_files(directory: Path, origin: str) -> dict[str, Path]:
     missing = ", ".join(f"{name}[.gz]" for name, path in found.items() if path is None)
     looked = " and ".join(repr(str(p)) for p in places)
     raise ScarceError(f"MNIST files missing: {missing} (looked in {looked}, from {origin}). "
-                      f"Download them with scarce.datasets.download_mnist({str(directory)!r}), point "
-                      f"data_dir or {ENV_VAR} at a directory holding them, or leave both unset to use "
-                      "the embedded 5k digits")
+                      f"Download them with scarce.datasets.download_mnist({str(directory)!r}), or point "
+                      f"{origin} at a directory holding them{_embedded_hint(origin)}")
 
 
 def _md5(data: bytes) -> str:

@@ -106,15 +106,45 @@ def _resolve_dtype(dtype: Any, device: str) -> torch.dtype:
 
 
 def _load_pretrained(name: str, tokenizer: Any, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    """The judge and its tokenizer loaded from ``name`` (a folder or a Hugging Face model id)."""
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     major = int(transformers.__version__.split(".")[0])
     dtype_kw = "dtype" if major >= 5 else "torch_dtype"
-    model = AutoModelForCausalLM.from_pretrained(name, **{dtype_kw: dtype})
+    model = _from_pretrained(AutoModelForCausalLM, "model", name, **{dtype_kw: dtype})
     if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
-        tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer) if tokenizer is not None else name)
+        source = os.fspath(tokenizer) if tokenizer is not None else name
+        tokenizer = _from_pretrained(AutoTokenizer, "tokenizer", source)
     return model.to(device), tokenizer
+
+
+#: What a judge's ``model`` (or ``tokenizer``) name may be, for error messages.
+_PRETRAINED_ALLOWED = ("allowed: a local folder holding the judge's files (config.json and the weights, and the "
+                       "tokenizer's files), or a Hugging Face model id (name or namespace/name) in the local cache "
+                       "or reachable online")
+
+
+def _from_pretrained(loader: Any, what: str, name: str, **kwargs: Any) -> Any:
+    """``loader.from_pretrained(name)``; a name it cannot load is a :class:`ScarceError` naming ``what``.
+
+    A name written as a path (absolute, ``.``/``~``-relative, more than one ``/``, or an existing
+    file) that is not a folder is refused before transformers sees it: transformers would look
+    it up on the Hugging Face Hub and fail with a message about repository ids, or a
+    ``ValueError`` about ``model_type``. transformers' own failures (no such model in the cache
+    and no network, a folder without the files) become the same error, with their reason.
+    """
+    from scarce.datasets._inputs import is_dir
+
+    pathlike = os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1 or os.path.lexists(name)
+    if pathlike and not is_dir(Path(name)):
+        raise ScarceError(f"{what} {name!r} is not a folder on this machine; {_PRETRAINED_ALLOWED}")
+    try:
+        return loader.from_pretrained(name, **kwargs)
+    except (OSError, ValueError, KeyError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScarceError(f"{what} {name!r} cannot be loaded ({type(exc).__name__}: {reason}); "
+                          f"{_PRETRAINED_ALLOWED}") from None
 
 
 def _vocabulary_fingerprint(tokenizer: Any) -> str:
@@ -196,7 +226,7 @@ class JudgeEncoder:
         elif isinstance(tokenizer, (str, os.PathLike)):
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(os.fspath(tokenizer))
+            tokenizer = _from_pretrained(AutoTokenizer, "tokenizer", os.fspath(tokenizer))
         if not hasattr(model, "get_output_embeddings") or not hasattr(model, "base_model"):
             raise ScarceError(f"model must be a transformers causal LM (e.g. LlamaForCausalLM), "
                               f"got {type(model).__name__}")

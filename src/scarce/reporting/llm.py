@@ -238,16 +238,20 @@ def check_output_dir(path: str | Path, what: str = "output directory", *, create
         An empty path, a path that is (or lies under) an existing non-directory, or a directory
         that cannot be created or written.
     """
+    from scarce.checks import check_path
     from scarce.errors import ScarceError
 
-    if isinstance(path, str) and not path.strip():
-        raise ScarceError(f"{what} must name a directory, got {path!r}")
-    path = Path(path)
+    path = check_path(what, path)
     for ancestor in (path, *path.parents):
-        if ancestor.exists() and not ancestor.is_dir():
+        try:
+            exists, is_dir = ancestor.exists(), ancestor.is_dir()
+        except OSError as exc:  # a name longer than the file system allows
+            raise ScarceError(f"{what} {str(path)!r} cannot be used: {exc.strerror or exc}; allowed: a "
+                              "directory path whose every name the file system accepts") from None
+        if exists and not is_dir:
             raise ScarceError(f"{what} {str(path)!r}: {str(ancestor)!r} exists and is not a directory; "
                               "choose another path")
-        if ancestor.exists():
+        if exists:
             if not os.access(ancestor, os.W_OK):
                 raise ScarceError(f"{what} {str(path)!r}: {str(ancestor)!r} is not writable")
             break

@@ -29,7 +29,9 @@ import numpy as np
 import pandas as pd
 
 from scarce._atomic import atomic_write_bytes
+from scarce.checks import check_path
 from scarce.datasets.jailbreakbench import CORPUS_COLUMNS, NO_VALUE
+from scarce.datasets.jsonlines import DuplicateKeyError, unicode_problem, unique_keys
 from scarce.errors import ScarceError, unknown_name_error
 
 __all__ = [
@@ -79,11 +81,12 @@ def read_corpus(path: PathLike) -> pd.DataFrame:
         Lines (naming the line), a value of the wrong type (naming the row or line), or a table
         that fails :func:`check_corpus`.
     """
+    path = check_path("corpus path", path)
     try:
-        path = Path(os.fspath(path))
-    except TypeError:
-        raise ScarceError(f"corpus path must be a path, got {type(path).__name__}") from None
-    if not path.is_file():
+        regular = path.is_file()
+    except OSError as exc:  # a name longer than the file system allows
+        raise ScarceError(f"corpus file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if not regular:
         raise ScarceError(f"corpus file {str(path)!r} does not exist (or is not a regular file)")
     suffix = path.suffix.lower()
     if suffix not in (".parquet", ".jsonl", ".json"):
@@ -161,7 +164,12 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 
 
 def _json_record(raw: bytes, where: str) -> dict[str, Any] | None:
-    """One JSON Lines record checked against the corpus schema; None for a blank line."""
+    """One JSON Lines record checked against the corpus schema; None for a blank line.
+
+    Parsed under the readers' shared rules (:mod:`scarce.datasets.jsonlines`): a key named twice
+    in one object and text that is not valid Unicode (a lone surrogate escape) are refused here,
+    not kept last-wins or left to fail when the text is embedded or written.
+    """
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -170,7 +178,9 @@ def _json_record(raw: bytes, where: str) -> dict[str, Any] | None:
     if not line.strip():
         return None
     try:
-        record = json.loads(line)
+        record = json.loads(line, object_pairs_hook=unique_keys)
+    except DuplicateKeyError as exc:
+        raise ScarceError(f"{where}: {exc}") from None
     except RecursionError:
         raise ScarceError(f"{where}: JSON nested too deeply; expected one flat record per line") from None
     except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
@@ -179,6 +189,9 @@ def _json_record(raw: bytes, where: str) -> dict[str, Any] | None:
     if not isinstance(record, dict):
         raise ScarceError(f"{where}: expected a JSON object (one record), got a JSON "
                           f"{type(record).__name__}")
+    problem = unicode_problem(raw, record)
+    if problem is not None:
+        raise ScarceError(f"{where}: {problem}")
     for column, value in record.items():
         problem = value_problem(column, value)
         if problem is None and column == "embedding":
@@ -197,24 +210,22 @@ def check_corpus_output(path: Any) -> Path:
         An empty path, a suffix other than ``.parquet``, an existing directory, or a place
         under a file or in a directory that is not writable.
     """
-    if isinstance(path, str) and not path.strip():
-        raise ScarceError("the corpus output path must name a file, got ''")
-    try:
-        out = Path(os.fspath(path))
-    except TypeError:
-        raise ScarceError(f"the corpus output path must be a path, got {type(path).__name__}") from None
+    out = check_path("the corpus output path", path)
     if out.suffix.lower() != ".parquet":
         raise ScarceError(f"corpus output {str(out)!r}: the corpus is written as Parquet, so the name "
                           "must end in .parquet")
-    if out.is_dir():
-        raise ScarceError(f"corpus output {str(out)!r} is an existing directory; name a file")
-    for ancestor in out.parents:
-        if ancestor.exists():
-            if not ancestor.is_dir():
-                raise ScarceError(f"corpus output {str(out)!r}: {str(ancestor)!r} is not a directory")
-            if not os.access(ancestor, os.W_OK | os.X_OK):
-                raise ScarceError(f"corpus output {str(out)!r}: directory {str(ancestor)!r} is not writable")
-            break
+    try:
+        if out.is_dir():
+            raise ScarceError(f"corpus output {str(out)!r} is an existing directory; name a file")
+        ancestor = next((parent for parent in out.parents if parent.exists()), None)
+    except OSError as exc:  # a name longer than the file system allows
+        raise ScarceError(f"corpus output {str(out)!r} cannot be used: {exc.strerror or exc}; allowed: a "
+                          "file path whose every name the file system accepts") from None
+    if ancestor is not None:
+        if not ancestor.is_dir():
+            raise ScarceError(f"corpus output {str(out)!r}: {str(ancestor)!r} is not a directory")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise ScarceError(f"corpus output {str(out)!r}: directory {str(ancestor)!r} is not writable")
     return out
 
 

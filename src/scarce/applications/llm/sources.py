@@ -23,13 +23,16 @@ an error that lists the formats.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
 
 import pandas as pd
 
+from scarce.datasets._inputs import is_dir
 from scarce.errors import ScarceError, unknown_name_error
 
 __all__ = ["FORMATS", "infer_format", "read_conversations"]
@@ -101,56 +104,49 @@ def infer_format(path: PathLike) -> str:
 def read_conversations(path: PathLike, format: str | None = None, **options: Any) -> pd.DataFrame:
     """Read ``path`` in ``format`` (inferred when None) as a corpus table, checked.
 
-    ``options`` go to the reader: ``method``, ``target_model`` and ``unlabelled`` (HarmBench),
-    ``target_model`` (garak), ``unlabelled`` (jsonl, csv).
+    ``options`` go to the reader, and are exactly its keyword arguments: ``include_benign`` (a
+    JailbreakBench directory), ``method`` and ``attack_type`` (a JailbreakBench artifact file),
+    ``method``, ``target_model`` and ``unlabelled`` (HarmBench), ``target_model`` (garak),
+    ``unlabelled`` (jsonl, csv), none (corpus). Any other option is refused by name before the
+    file is read, rather than reaching the reader as a ``TypeError``.
     """
     chosen = infer_format(path) if format is None else format
     if chosen not in FORMATS:
         raise unknown_name_error("format", chosen, FORMATS)
-    wrong = sorted(set(options) - set(_OPTIONS[chosen]))
+    reader, what = _reader(chosen, Path(path))
+    takes = _keyword_options(reader)
+    wrong = sorted(set(options) - set(takes))
     if wrong:
-        takes = ", ".join(_OPTIONS[chosen]) or "none"
-        raise ScarceError(f"option(s) {', '.join(wrong)} do not apply to the {chosen} format of {str(path)!r} "
-                          f"(it takes: {takes})")
-    frame = _READERS[chosen](Path(path), **options)
+        raise ScarceError(f"option(s) {', '.join(wrong)} do not apply to {what} {str(path)!r} "
+                          f"(it takes: {', '.join(takes) or 'none'})")
+    frame = reader(Path(path), **options)
     from scarce.applications.llm.corpus import check_corpus
 
     return check_corpus(frame, source=f"{chosen} file {str(path)!r}")
 
 
-def _jailbreakbench(path: Path, **options: Any) -> pd.DataFrame:
-    from scarce.datasets.jailbreakbench import load_jailbreakbench_corpus, read_attack_artifact
+def _reader(chosen: str, path: Path) -> tuple[Callable[..., pd.DataFrame], str]:
+    """The function that reads ``path`` in format ``chosen``, and how to name what it reads.
 
-    return load_jailbreakbench_corpus(path, **options) if path.is_dir() else read_attack_artifact(path, **options)
-
-
-def _harmbench(path: Path, **options: Any) -> pd.DataFrame:
-    from scarce.datasets.harmbench import read_harmbench
-
-    return read_harmbench(path, **options)
-
-
-def _garak(path: Path, **options: Any) -> pd.DataFrame:
+    A JailbreakBench directory and a JailbreakBench artifact file have different readers, with
+    different options.
+    """
+    from scarce.applications.llm.corpus import read_corpus
     from scarce.datasets.garak import read_garak
-
-    return read_garak(path, **options)
-
-
-def _labelled(path: Path, **options: Any) -> pd.DataFrame:
+    from scarce.datasets.harmbench import read_harmbench
+    from scarce.datasets.jailbreakbench import load_jailbreakbench_corpus, read_attack_artifact
     from scarce.datasets.labelled import read_labelled
 
-    return read_labelled(path, **options)
+    if chosen == "jailbreakbench":
+        if is_dir(path):
+            return load_jailbreakbench_corpus, "the jailbreakbench format's data directory"
+        return read_attack_artifact, "the jailbreakbench format's artifact file"
+    readers = {"harmbench": read_harmbench, "garak": read_garak, "jsonl": read_labelled, "csv": read_labelled,
+               "corpus": read_corpus}
+    return readers[chosen], f"the {chosen} format of"
 
 
-def _corpus(path: Path, **options: Any) -> pd.DataFrame:
-    from scarce.applications.llm.corpus import read_corpus
-
-    if options:
-        raise ScarceError(f"the corpus format takes no options, got {', '.join(options)}")
-    return read_corpus(path)
-
-
-_OPTIONS = {"jailbreakbench": ("include_benign", "method", "attack_type"), "harmbench": ("method", "target_model", "unlabelled"),
-            "garak": ("target_model",), "jsonl": ("unlabelled",), "csv": ("unlabelled",), "corpus": ()}
-_READERS = {"jailbreakbench": _jailbreakbench, "harmbench": _harmbench, "garak": _garak, "jsonl": _labelled,
-            "csv": _labelled, "corpus": _corpus}
+def _keyword_options(reader: Callable[..., Any]) -> tuple[str, ...]:
+    """The options ``reader`` takes: its keyword-only parameters (so this list cannot drift from it)."""
+    return tuple(name for name, parameter in inspect.signature(reader).parameters.items()
+                 if parameter.kind is inspect.Parameter.KEYWORD_ONLY)

@@ -45,6 +45,7 @@ from scarce.experiments.executors import Executor
 from scarce.experiments.run import Run
 from scarce.experiments.settings import check_table, load_presets, parse_settings, task_seed
 from scarce.experiments.store import ResultStore
+from scarce.levels import check_level_sizes
 from scarce.rulers.registry import LLM_FAMILIES, THRESHOLD_PERCENTILES
 
 __all__ = ["PRESETS", "LLMSweep", "SweepConfig", "build_setup", "get_preset", "parse_overrides",
@@ -197,6 +198,8 @@ class SweepConfig:
         _check_number("ranking_min_eta", self.ranking_min_eta, 1.0)
         _check_sizes(self)
         _check_number("level_probability", self.level_probability, 0.5)
+        for n in {self.n_samples, *self.n_grid}:  # every cell's estimator needs a seed a level
+            check_level_sizes(n, self.level_probability)
         _check_number("stop_factor", self.stop_factor, 1.0)
         check_count_seeds(self.count_seeds)
         for variant in self.transfer_variants:

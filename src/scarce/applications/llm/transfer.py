@@ -44,9 +44,10 @@ import numpy as np
 
 from scarce.applications.llm.corpus import benign_mask, check_corpus, group_mask, group_names
 from scarce.applications.llm.fleet import Fleet, check_eta, reference_probability
-from scarce.checks import check_positive_int
+from scarce.checks import check_in_interval, check_positive_int
 from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
 from scarce.experiments.settings import task_seed
+from scarce.levels import check_level_sizes
 
 __all__ = ["TransferConfig", "VIEWS", "best_per_pair", "transfer_matrix"]
 
@@ -89,9 +90,29 @@ class TransferConfig:
                                   f"'fisher_p75'); got {variant!r}")
             if variant not in available_rulers("llm"):
                 raise unknown_name_error("ruler in variants", variant, available_rulers("llm"))
-        object.__setattr__(self, "etas", tuple(check_eta(e) for e in self.etas))
-        for name in ("n_samples", "n_runs", "min_records", "min_jailbreaks"):
-            check_positive_int(name, getattr(self, name))
+        object.__setattr__(self, "etas", _check_etas(self.etas))
+        for name in ("n_runs", "min_records", "min_jailbreaks"):
+            object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
+        object.__setattr__(self, "seed", check_positive_int("seed", self.seed, minimum=0))
+        n_samples, p0 = check_level_sizes(self.n_samples, self.level_probability)
+        object.__setattr__(self, "n_samples", n_samples)
+        object.__setattr__(self, "level_probability", p0)
+        object.__setattr__(self, "stop_factor", check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0))
+
+
+def _check_etas(etas: Any) -> tuple[float, ...]:
+    """``etas`` as a non-empty tuple of distinct fractions in (0, 1], or a :class:`ScarceError`.
+
+    Checked with the fleet's :func:`~scarce.applications.llm.fleet.check_eta`; a value listed
+    twice would run its cells twice and put two rows of one cell in the table.
+    """
+    if isinstance(etas, str) or not isinstance(etas, (tuple, list)) or not etas:
+        raise ScarceError(f"etas must list at least one adversarial fraction in (0, 1], got {etas!r}")
+    values = tuple(check_eta(e) for e in etas)
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:
+        raise ScarceError(f"etas holds the same value twice: {twice!r} (in {list(etas)!r}); list each value once")
+    return values
 
 
 def _split(variant: str) -> tuple[str, int]:

@@ -111,20 +111,8 @@ class VisionPreset:
             make_noise(self.noise, self.scale)  # validates the noise name and scale
         except ScarceError as error:
             raise ScarceError(f"noise={self.noise!r}, scale={self.scale!r}: {error}") from None
-        from scarce.rulers import available_rulers
-
-        if isinstance(self.rulers, str) or not all(isinstance(r, str) for r in self.rulers) or not self.rulers:
-            raise ScarceError(f"rulers must be a non-empty list of ruler names, got {self.rulers!r}")
-        object.__setattr__(self, "rulers", tuple(self.rulers))
-        for ruler in self.rulers:
-            if ruler not in available_rulers():
-                raise unknown_name_error("ruler in rulers", ruler, available_rulers())
-        if isinstance(self.feature_rulers, str) or not all(isinstance(r, str) for r in self.feature_rulers):
-            raise ScarceError(f"feature_rulers must be a list of ruler names, got {self.feature_rulers!r}")
-        object.__setattr__(self, "feature_rulers", tuple(self.feature_rulers))
-        for ruler in self.feature_rulers:
-            if ruler not in available_rulers():
-                raise unknown_name_error("ruler in feature_rulers", ruler, available_rulers())
+        object.__setattr__(self, "rulers", _ruler_names("rulers", self.rulers))
+        object.__setattr__(self, "feature_rulers", _ruler_names("feature_rulers", self.feature_rulers))
         if self.top_k > len(self.rulers):
             raise ScarceError(f"top_k={self.top_k} exceeds the {len(self.rulers)} rulers screened; "
                               f"allowed: 1..{len(self.rulers)}")
@@ -160,6 +148,32 @@ class VisionPreset:
             if data[name] == default:
                 data.pop(name)
         return data
+
+
+def _ruler_names(key: str, names: Any) -> tuple[str, ...]:
+    """``names`` as a tuple of known ruler names, each listed once, or a :class:`ScarceError` naming ``key``.
+
+    A name listed twice would be fitted and screened once, yet stored twice in the configuration,
+    so the run's fingerprint would differ from that of the same rulers listed once.
+    """
+    from scarce.rulers import available_rulers
+
+    given = names
+    try:
+        names = None if isinstance(names, str) else tuple(names)
+    except TypeError:
+        names = None
+    if names is None or (not names and key == "rulers") or not all(isinstance(r, str) for r in names):
+        raise ScarceError(f"{key} must be a {'non-empty ' if key == 'rulers' else ''}list of ruler names, "
+                          f"got {given!r}")
+    seen: set[str] = set()
+    for ruler in names:
+        if ruler not in available_rulers():
+            raise unknown_name_error(f"ruler in {key}", ruler, available_rulers())
+        if ruler in seen:
+            raise ScarceError(f"{key} holds the ruler {ruler!r} twice ({', '.join(names)}); list each ruler once")
+        seen.add(ruler)
+    return names
 
 
 #: Fields added after run directories existed, with the value those runs behaved as.
