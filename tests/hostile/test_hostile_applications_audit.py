@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 pytest.importorskip("pandas")
@@ -162,3 +163,15 @@ def test_sweep_config_refuses_a_level_without_a_seed():
 
     with pytest.raises(ScarceError, match=r"n_samples \* level_probability must be >= 1.*10 \* 0.05"):
         SweepConfig(name="x", n_samples=10, level_probability=0.05)
+
+
+@pytest.mark.parametrize("eta", [True, np.bool_(True), "0.5", b"0.5"])
+def test_an_eta_that_is_no_number_is_refused_not_read_as_one(eta):
+    """``True`` read as eta = 1.0 and ``"0.5"`` as 0.5: meanings the caller did not write."""
+    from scarce.applications.llm.fleet import check_eta
+    from scarce.applications.llm.transfer import TransferConfig
+
+    with pytest.raises(ScarceError, match="eta must be a number in"):
+        check_eta(eta)
+    with pytest.raises(ScarceError, match="eta must be a number in"):
+        TransferConfig(etas=(eta,))

@@ -58,7 +58,13 @@ __all__ = ["Fleet", "Reference", "check_eta", "reference_probability"]
 
 
 def check_eta(eta: Any) -> float:
-    """``eta`` as a float in (0, 1], or a :class:`ScarceError` naming it."""
+    """``eta`` as a float in (0, 1], or a :class:`ScarceError` naming it.
+
+    A real number only: ``True`` would read as 1.0 and ``"0.5"`` as 0.5, meanings nobody wrote.
+    """
+    if isinstance(eta, (bool, np.bool_, str, bytes)):
+        raise ScarceError(f"eta must be a number in (0, 1] (the adversarial fraction of the fleet); "
+                          f"got {eta!r} ({type(eta).__name__})")
     try:
         value = float(eta)
     except (TypeError, ValueError):
