@@ -42,6 +42,7 @@ def pool_from_options(executor: str, dask: Optional[str], scheduler: Optional[st
     ``--executor serial`` or a running scheduler's address it would be ignored, so it is refused;
     beyond :data:`WORKERS_PER_CORE` workers per core it needs the run's ``allow_large`` override.
     """
+    from scarce.checks import check_positive_int
     from scarce.errors import ScarceError
     from scarce.experiments.executors import executor_from_options
 
@@ -54,8 +55,7 @@ def pool_from_options(executor: str, dask: Optional[str], scheduler: Optional[st
         raise ScarceError(f"--workers {workers} sizes a process pool or a local Dask cluster started here; {where}: "
                           "leave --workers out")
     bound = WORKERS_PER_CORE * (os.cpu_count() or 1)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ScarceError(f"--workers must be an integer >= 1, got {workers!r}")
+    workers = check_positive_int("--workers", workers)
     if workers > bound and not allow_large:
         raise ScarceError(f"--workers {workers} is above the bound of {bound} ({WORKERS_PER_CORE} per CPU core here: "
                           "each worker is a process with its own memory, and more than the cores add no speed); "

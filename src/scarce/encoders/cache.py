@@ -41,7 +41,6 @@ import io
 import json
 import os
 import re
-import stat
 import uuid
 import warnings
 import zipfile
@@ -54,6 +53,7 @@ import numpy as np
 
 from scarce._atomic import atomic_write_bytes, remove_stale_temporaries
 from scarce.checks import check_path, check_positive_int
+from scarce.datasets._inputs import open_regular
 from scarce.errors import ScarceError, ScarceWarning, show
 
 __all__ = ["CHECKSUM", "EmbeddingCache", "ProgressCallback", "cached_encode", "read_shard", "shard_checksum",
@@ -382,14 +382,16 @@ def _read_members(path: Path, names: Collection[str] | None = None
     """The arrays ``names`` of a shard (all when None; absent ones are left out) and the signature
     of the file they were read from, after the size bounds; a reason string if it cannot be read.
 
-    Only a regular file is read, opened without blocking: a named pipe would wait forever for a
-    writer and a device such as ``/dev/zero`` would be read until memory runs out.
+    Only a regular file is read (:func:`scarce.datasets._inputs.open_regular`): a named pipe would
+    wait forever for a writer and a device such as ``/dev/zero`` would be read until memory runs out.
     """
     try:
-        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
+        handle = open_regular(path, "the shard")
+    except ScarceError as exc:  # gone, unreadable, or a directory, pipe or device
+        return str(exc)
+    try:
+        with handle:
             status = os.fstat(handle.fileno())
-            if not stat.S_ISREG(status.st_mode):
-                return "it is not a regular file (a directory, pipe or device)"
             problem = _zip_problem(handle, status.st_size)
             if problem is not None:
                 return problem
