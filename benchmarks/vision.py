@@ -18,7 +18,8 @@ although flagged as not having reached the failure event (allowed) or positive a
 
 The Monte Carlo run that chooses a seed is its truth by default; ``--truth-samples`` replaces it
 with a larger count on independent streams, so that the choice does not bias the truth and the
-truth's own noise moves the coverage figures less.
+truth's own noise moves the coverage figures less. ``--first-rep`` numbers the runs from a later
+repetition, so a setting chosen on some runs can be measured again on fresh ones.
 
 It reuses the run directory's offline stage (classifier, head, rulers) of ``scarce vision``.
 """
@@ -219,6 +220,9 @@ def main() -> None:
                              "saw fail")
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--first-rep", type=int, default=0, metavar="R",
+                        help="number the runs from repetition R (run seeds 1000 rep + seed index): fresh runs "
+                             "for a setting chosen on the first ones")
     parser.add_argument("--n-samples", type=int, default=2000, help="Subset Simulation N per level")
     parser.add_argument("--rulers", default="",
                         help="comma-separated rulers, 'all', or 'none' (default: the run's top 3)")
@@ -239,6 +243,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--dump", default=None, help="write every run's estimate, interval and flags here (JSON lines)")
     args = parser.parse_args()
+    if args.first_rep < 0:
+        parser.error(f"--first-rep must be 0 or more, got {args.first_rep}")
     if args.truth_samples and args.truth_samples < args.smc_samples:
         parser.error(f"--truth-samples must be 0 (the choosing run's count) or at least --smc-samples "
                      f"({args.smc_samples}), got {args.truth_samples}")
@@ -503,7 +509,7 @@ def _run_over_seeds(args: argparse.Namespace, context, settings, clock: _Clock, 
     for i in chosen:
         image, label = context.seed_images[i], int(context.seed_labels[i])
         estimates = []
-        for rep in range(args.reps):
+        for rep in range(args.first_rep, args.first_rep + args.reps):
             result, timing = run_method(key, context.model, image, label, context.noise, settings,
                                         rulers=context.rulers, seed=1000 * rep + i, estimator=engine)
             trust.add(i, result, dense[i])
