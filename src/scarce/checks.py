@@ -10,7 +10,7 @@ import numbers
 import os
 import sys
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +261,27 @@ def check_positive_int(name: str, value: object, minimum: int = 1, maximum: int 
         limit = "" if maximum is not None or number <= top else f" (at most {top}, the int64 limit)"
         raise ScarceError(f"{name} must be {allowed}{limit}, got {show(number)}")
     return number
+
+
+def check_shape(name: str, value: object, allowed: str, *, one_int: bool = False) -> tuple[int, ...]:
+    """``value`` as a non-empty tuple of positive Python ints (an array's shape), or raise naming ``name``.
+
+    Accepts a sequence (not a string) or a one-dimensional NumPy array of Python or NumPy
+    integers, never ``bool``; with ``one_int``, a single integer is a shape of one axis.
+    ``allowed`` says in the message what is accepted.
+    """
+    if one_int and isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        sizes: tuple | None = (value,)
+    elif isinstance(value, np.ndarray):
+        sizes = tuple(value) if value.ndim == 1 else None
+    elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        sizes = tuple(value)
+    else:
+        sizes = None
+    if not sizes or not all(isinstance(n, (numbers.Integral, np.integer)) and not isinstance(n, (bool, np.bool_))
+                            and n >= 1 for n in sizes):
+        raise ScarceError(f"{name} must be {allowed}, got {show(value)} ({type(value).__name__})")
+    return tuple(int(n) for n in sizes)
 
 
 def check_in_interval(

@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-from scarce.checks import check_in_interval, check_positive_int
+from scarce.checks import check_in_interval, check_positive_int, check_shape
 from scarce.errors import EvaluationError, ScarceError
 from scarce.problem import RareEventProblem
 from scarce.problems import linear
@@ -41,6 +41,25 @@ def test_check_positive_int_returns_a_python_int(value):
 def test_check_in_interval_returns_a_python_float(value):
     out = check_in_interval("stop_factor", value, 0.0, 1.0)
     assert type(out) is float and out == float(value)
+
+
+@pytest.mark.parametrize("value", [(3, 4), [3, 4], np.array([3, 4]), (np.int64(3), np.int16(4)), range(3, 5)])
+def test_check_shape_returns_python_ints(value):
+    shape = check_shape("shape", value, "a shape")
+    assert shape == tuple(int(n) for n in value) and all(type(n) is int for n in shape)
+
+
+@pytest.mark.parametrize("value", [(), [], "34", b"34", (3, 0), (3, -1), (3.0, 4), (True, 4), np.ones((2, 2), int),
+                                   None, 3, {3: 4}])
+def test_check_shape_refuses_what_is_not_a_shape(value):
+    with pytest.raises(ScarceError, match=r"shape must be a shape, got"):
+        check_shape("shape", value, "a shape")
+
+
+def test_check_shape_takes_one_integer_as_one_axis_only_when_asked():
+    assert check_shape("shape", np.int32(5), "a shape", one_int=True) == (5,)
+    with pytest.raises(ScarceError, match="shape must be a shape"):
+        check_shape("shape", True, "a shape", one_int=True)
 
 
 def test_integral_float_count_is_rejected_with_a_hint():

@@ -45,7 +45,7 @@ import numpy as np
 from scarce.applications.vision.events import make_event
 from scarce.applications.vision.noise import CustomNoise, make_noise
 from scarce.applications.vision.problem import VisionModel, check_noise, perturbation_problem
-from scarce.checks import as_real_array, check_in_interval, check_labels, check_positive_int, is_real
+from scarce.checks import as_real_array, check_in_interval, check_labels, check_positive_int, check_shape, is_real
 from scarce.errors import ScarceError, ScarceWarning, show
 from scarce.estimators import SubsetSimulation
 from scarce.estimators.base import check_callback
@@ -78,16 +78,12 @@ def _input_shape(input_shape: Any) -> tuple[int, ...]:
     """``input_shape`` as a tuple of positive ints holding at most ``MAX_DIM`` values (the largest latent space a
     problem may have), refused before any batch of that shape is allocated."""
     allowed = "a non-empty sequence of positive integers, one input's shape without the batch axis, e.g. (3, 32, 32)"
-    listed = isinstance(input_shape, Sequence) and not isinstance(input_shape, (str, bytes))
-    sizes = tuple(input_shape) if listed or (isinstance(input_shape, np.ndarray) and input_shape.ndim == 1) else None
-    if not sizes or not all(isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n >= 1
-                            for n in sizes):
-        raise ScarceError(f"input_shape must be {allowed}; got {show(input_shape)} ({type(input_shape).__name__})")
-    total = math.prod(int(n) for n in sizes)
+    shape = check_shape("input_shape", input_shape, allowed)
+    total = math.prod(shape)
     if total > MAX_DIM:
-        raise ScarceError(f"input_shape={tuple(int(n) for n in sizes)} holds {total:,} values per input, above the "
+        raise ScarceError(f"input_shape={shape} holds {total:,} values per input, above the "
                           f"{MAX_DIM:,} a perturbation's latent space may have; allowed: {allowed}")
-    return tuple(int(n) for n in sizes)
+    return shape
 
 
 def _engine_model(model: Any, input_shape: Sequence[int], features: str | None, device: str,

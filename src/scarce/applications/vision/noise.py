@@ -37,8 +37,8 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
-from scarce.checks import as_real_array, check_in_interval, check_positive_int
-from scarce.errors import ScarceError, show, unknown_name_error
+from scarce.checks import as_real_array, check_in_interval, check_positive_int, check_shape
+from scarce.errors import ScarceError, unknown_name_error
 
 __all__ = ["CustomNoise", "GaussianNoise", "Noise", "UniformNoise", "make_noise", "NOISES"]
 
@@ -191,14 +191,8 @@ class CustomNoise:
 
 def _check_shape(shape: Any) -> tuple[int, ...]:
     """``shape`` as a tuple of positive ints (a single int as one axis), or a ScarceError naming it."""
-    sizes = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
-    sizes = tuple(sizes) if isinstance(sizes, np.ndarray) and sizes.ndim == 1 else sizes
-    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, (tuple, list)) or not sizes \
-            or not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) and s >= 1
-                       for s in sizes):
-        raise ScarceError(f"shape must be the shape of x0, a non-empty tuple of positive integers such as "
-                          f"(3, 32, 32), got {show(shape)} ({type(shape).__name__})")
-    return tuple(int(s) for s in sizes)
+    return check_shape("shape", shape, "the shape of x0, a non-empty tuple of positive integers such as (3, 32, 32)",
+                       one_int=True)
 
 
 NOISES = {"gaussian": GaussianNoise, "uniform": UniformNoise}
