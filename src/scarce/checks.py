@@ -10,7 +10,7 @@ import numbers
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -266,22 +266,23 @@ def check_positive_int(name: str, value: object, minimum: int = 1, maximum: int 
 def check_shape(name: str, value: object, allowed: str, *, one_int: bool = False) -> tuple[int, ...]:
     """``value`` as a non-empty tuple of positive Python ints (an array's shape), or raise naming ``name``.
 
-    Accepts a sequence (not a string) or a one-dimensional NumPy array of Python or NumPy
-    integers, never ``bool``; with ``one_int``, a single integer is a shape of one axis.
-    ``allowed`` says in the message what is accepted.
+    Accepts a tuple, list or range, or a one-dimensional NumPy array, of integers (Python's,
+    NumPy's or any ``numbers.Integral``), never ``bool``; with ``one_int``, a single integer is a
+    shape of one axis. Strings and byte buffers are refused, though they are sequences. ``allowed``
+    says in the message what is accepted.
     """
     if one_int and isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        sizes: tuple | None = (value,)
+        sizes: tuple[object, ...] | None = (value,)
     elif isinstance(value, np.ndarray):
         sizes = tuple(value) if value.ndim == 1 else None
-    elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+    elif isinstance(value, (tuple, list, range)):
         sizes = tuple(value)
     else:
         sizes = None
     if not sizes or not all(isinstance(n, (numbers.Integral, np.integer)) and not isinstance(n, (bool, np.bool_))
                             and n >= 1 for n in sizes):
         raise ScarceError(f"{name} must be {allowed}, got {show(value)} ({type(value).__name__})")
-    return tuple(int(n) for n in sizes)
+    return tuple(int(n) for n in sizes)  # type: ignore[call-overload]
 
 
 def check_in_interval(

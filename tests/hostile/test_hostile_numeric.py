@@ -49,11 +49,20 @@ def test_check_shape_returns_python_ints(value):
     assert shape == tuple(int(n) for n in value) and all(type(n) is int for n in shape)
 
 
-@pytest.mark.parametrize("value", [(), [], "34", b"34", (3, 0), (3, -1), (3.0, 4), (True, 4), np.ones((2, 2), int),
-                                   None, 3, {3: 4}])
+@pytest.mark.parametrize("value", [(), [], "34", b"34", bytearray(b"\x03\x04"), memoryview(b"\x03\x04"),
+                                   (3, 0), (3, -1), (3.0, 4), (True, 4), np.ones((2, 2), int), None, 3, {3: 4}])
 def test_check_shape_refuses_what_is_not_a_shape(value):
     with pytest.raises(ScarceError, match=r"shape must be a shape, got"):
         check_shape("shape", value, "a shape")
+
+
+def test_vision_input_shape_message_names_the_value_and_what_is_allowed():
+    from scarce.applications.vision.api import _input_shape
+
+    with pytest.raises(ScarceError) as info:
+        _input_shape((3, -1))
+    assert str(info.value) == ("input_shape must be a non-empty sequence of positive integers, one input's shape "
+                               "without the batch axis, e.g. (3, 32, 32), got (3, -1) (tuple)")
 
 
 def test_check_shape_takes_one_integer_as_one_axis_only_when_asked():
