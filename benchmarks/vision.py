@@ -19,7 +19,8 @@ although flagged as not having reached the failure event (allowed) or positive a
 The Monte Carlo run that chooses a seed is its truth by default; ``--truth-samples`` replaces it
 with a larger count on independent streams, so that the choice does not bias the truth and the
 truth's own noise moves the coverage figures less. ``--first-rep`` numbers the runs from a later
-repetition, so a setting chosen on some runs can be measured again on fresh ones.
+repetition (run seeds ``1000 x rep + seed index``), so a setting chosen on some runs can be
+measured again on fresh ones; the dump records each run's seed.
 
 It reuses the run directory's offline stage (classifier, head, rulers) of ``scarce vision``.
 """
@@ -124,12 +125,13 @@ class _Honesty:
 
         self.records: list[dict] = []
 
-    def add(self, seed: int, result, truth: float) -> None:
+    def add(self, seed: int, result, truth: float, run_seed: int | None = None) -> None:
         lo, hi = result.ci(0.95)
         flagged = bool(result.flags)
         self.runs.append((seed, result.probability, result.cov, lo <= truth <= hi, flagged,
                           result.thin_evidence))
-        self.records.append({"method": self.name, "seed": seed, "truth": truth, "estimate": result.probability,
+        self.records.append({"method": self.name, "seed": seed, "run_seed": run_seed, "truth": truth,
+                             "estimate": result.probability,
                              "cov": result.cov, "lo": lo, "hi": hi, "flags": list(result.flags),
                              "lineages": result.info.get("failure_lineages"),
                              "origin_chains": result.info.get("failure_origin_chains"),
@@ -221,8 +223,9 @@ def main() -> None:
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--first-rep", type=int, default=0, metavar="R",
-                        help="number the runs from repetition R (run seeds 1000 rep + seed index): fresh runs "
-                             "for a setting chosen on the first ones")
+                        help="number the runs from repetition R (run seed 1000 x rep + seed index, rep from R "
+                             "to R + reps - 1): runs no earlier command made need R at least its --first-rep + "
+                             "--reps; for a setting chosen on earlier runs")
     parser.add_argument("--n-samples", type=int, default=2000, help="Subset Simulation N per level")
     parser.add_argument("--rulers", default="",
                         help="comma-separated rulers, 'all', or 'none' (default: the run's top 3)")
@@ -245,6 +248,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.first_rep < 0:
         parser.error(f"--first-rep must be 0 or more, got {args.first_rep}")
+    if args.reps < 2:
+        parser.error(f"--reps must be at least 2 (a seed's CoV is measured across its runs), got {args.reps}")
     if args.truth_samples and args.truth_samples < args.smc_samples:
         parser.error(f"--truth-samples must be 0 (the choosing run's count) or at least --smc-samples "
                      f"({args.smc_samples}), got {args.truth_samples}")
@@ -444,7 +449,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     preset = get_preset(args.preset, **preset_overrides)
     context = build_context(preset, args.run_dir, data_dir=args.data_dir, log=lambda *_: None, device=args.device)
     print(f"device {context.model.device}; data {context.info['data']}; classifier test accuracy "
-          f"{context.info['test_accuracy']:.4f}")
+          f"{context.info['test_accuracy']:.4f}; repetitions {args.first_rep}-{args.first_rep + args.reps - 1}")
     run = VisionRun(preset, Path(args.run_dir), context)
     frame = result_rows(run.store)
     rulers = _choose_rulers(args.rulers, frame)
@@ -512,7 +517,7 @@ def _run_over_seeds(args: argparse.Namespace, context, settings, clock: _Clock, 
         for rep in range(args.first_rep, args.first_rep + args.reps):
             result, timing = run_method(key, context.model, image, label, context.noise, settings,
                                         rulers=context.rulers, seed=1000 * rep + i, estimator=engine)
-            trust.add(i, result, dense[i])
+            trust.add(i, result, dense[i], run_seed=1000 * rep + i)
             estimates.append(result.probability)
             rel.append(abs(result.probability / dense[i] - 1))
             queries.append(result.n_queries)
@@ -586,7 +591,8 @@ def _check_zero_seeds(args: argparse.Namespace, context, truth, rulers: list[str
         image, label = context.seed_images[i], int(context.seed_labels[i])
         for r in rulers:
             result, _ = run_method(f"scarce:{r}", context.model, image, label, context.noise,
-                                   MethodSettings(ss_samples=1000, max_levels=8), rulers=context.rulers, seed=i)
+                                   MethodSettings(ss_samples=1000, max_levels=8), rulers=context.rulers,
+                                   seed=1000 * args.first_rep + i)
             if result.probability == 0:
                 counts["zero"] += 1
             elif not result.reached_failure:
