@@ -267,14 +267,17 @@ def test_a_chain_never_moves_by_a_surface_fitted_on_its_own_seed():
 @pytest.mark.parametrize("dim", [3, 20, 100])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_every_copy_of_a_seed_is_recognised_wherever_it_sits(dim, dtype):
-    """Cross-fitting leaves a chain's seed out of its surface by matching row hashes: exact for copies."""
-    from scarce.kernels.response_surface import _row_hashes
+    """Cross-fitting leaves a chain's seed out of its surface by matching rows' bytes: exact for copies."""
+    from scarce._rows import member, row_keys
 
     rng = np.random.default_rng(dim)
     u = rng.standard_normal((2190, dim)).astype(dtype)
     seeds = np.ascontiguousarray(u[rng.integers(0, 2190, 700)][::-1])  # copies, elsewhere in memory
-    assert np.isin(_row_hashes(seeds), _row_hashes(u)).all()
-    assert np.unique(_row_hashes(u)).size == 2190
+    assert member(row_keys(seeds), row_keys(u)).all()
+    assert np.unique(row_keys(u)).size == 2190
+    other = u[:5].copy()
+    other[:, -1] = np.nextafter(other[:, -1], np.inf)  # one ulp off in the last coordinate: not a copy
+    assert not member(row_keys(other), row_keys(u)).any()
 
 
 def test_copies_of_seeds_marks_exactly_the_copies_of_each_half():

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scarce._rows import row_keys
 from scarce.envelope import (
     chain_correlation_factor,
     combine_cov,
@@ -356,17 +357,11 @@ def _raw_scores(stored_u: list[np.ndarray], stored_raw: list[np.ndarray], points
     if not points.size or not stored_u:
         return np.full(points.shape[0], math.inf)
     known, raw = np.concatenate(stored_u), np.concatenate(stored_raw)
-    known_keys, point_keys = _row_keys(known), _row_keys(points.astype(known.dtype, copy=False))
+    known_keys, point_keys = row_keys(known), row_keys(points.astype(known.dtype, copy=False))
     order = np.argsort(known_keys, kind="stable")
     sorted_keys = known_keys[order]
     at = np.minimum(np.searchsorted(sorted_keys, point_keys), sorted_keys.size - 1)
     return np.where(sorted_keys[at] == point_keys, raw[order][at], math.inf)
-
-
-def _row_keys(rows: np.ndarray) -> np.ndarray:
-    """Each row of a 2-D array as one opaque bytes value (NumPy's void type), comparable and sortable."""
-    rows = np.ascontiguousarray(rows)
-    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
 
 
 def _warn_thin(run: _Run, reason: str | None) -> None:

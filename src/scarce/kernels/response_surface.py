@@ -19,18 +19,16 @@ with fewer, a held-out check in hundreds of dimensions measures mostly the fit's
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from scarce._rows import member, row_keys
+
 #: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
 #: within one, so the Hastings factors stay close to 1.
 GRID_CELLS = 1024
-#: Seed of the fixed weights of the row hash that matches points to seeds (cross-fitting); not a
-#: source of randomness.
-_HASH_SEED = 20261127
 #: Smallest ratio of the equilibrated normal equations' Cholesky pivots: below it the design is singular.
 MIN_PIVOT_RATIO = 1e-6
 #: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
@@ -137,49 +135,18 @@ def copies_of_seeds(u: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     """Masks over ``u``'s rows: ``[0, i]`` says row ``i`` is a copy of a seed in the first half, ``[1, i]`` the second.
 
     A copy shares every coordinate with its seed, so only the rows whose first coordinate is
-    some seed's are hashed (:func:`_row_hashes`); the hashes then decide.
+    some seed's are compared whole, by their bytes (:func:`scarce._rows.row_keys`).
     """
     seeds = np.asarray(seeds, dtype=u.dtype)
     masks = np.zeros((2, u.shape[0]), dtype=bool)
     if seeds.shape[0] == 0 or u.shape[0] == 0:
         return masks
-    near = np.flatnonzero(_member(u[:, 0], seeds[:, 0]))
-    keys, seed_keys = _row_hashes(u[near]), _row_hashes(seeds)
+    near = np.flatnonzero(member(u[:, 0], seeds[:, 0]))
+    keys, seed_keys = row_keys(u[near]), row_keys(seeds)
     split = split_point(seeds.shape[0])
     for half, part in enumerate((slice(None, split), slice(split, None))):
-        masks[half, near[_member(keys, seed_keys[part])]] = True
+        masks[half, near[member(keys, seed_keys[part])]] = True
     return masks
-
-
-def _member(values: np.ndarray, of: np.ndarray) -> np.ndarray:
-    """Whether each of ``values`` equals one of ``of``: ``np.isin`` by a search of the sorted few.
-
-    ``np.isin`` sorts both arrays together; here ``of`` (the seeds, a tenth of the points) is
-    the only one sorted.
-    """
-    if of.size == 0:
-        return np.zeros(values.shape, dtype=bool)
-    table = np.sort(of)
-    found = table[np.minimum(np.searchsorted(table, values), table.size - 1)]
-    return found == values
-
-
-@functools.lru_cache(maxsize=16)
-def _hash_weights(dim: int) -> np.ndarray:
-    """The fixed odd 64-bit weights of :func:`_row_hashes` for rows of ``dim`` entries."""
-    return np.random.default_rng(_HASH_SEED).integers(1, 2**63, size=dim, dtype=np.uint64) | np.uint64(1)
-
-
-def _row_hashes(rows: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each row's bits: the same for every copy of a row, wherever it sits.
-
-    Integer sums wrap exactly and in any order, so unlike a floating-point projection the hash
-    does not depend on how a reduction is vectorised. Two different rows share a hash with
-    probability about 2^-64 (then one more point is left out of a fit, which is harmless).
-    """
-    rows = np.ascontiguousarray(rows)
-    bits = rows.view(np.uint64) if rows.itemsize == 8 else rows.view(np.uint32).astype(np.uint64)
-    return (bits * _hash_weights(rows.shape[1])).sum(axis=1, dtype=np.uint64)
 
 
 def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
