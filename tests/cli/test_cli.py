@@ -18,6 +18,29 @@ def test_estimate_prints_tables():
     assert "levels" in result.output
 
 
+@pytest.mark.parametrize("options, message", [
+    (["--k", "nan"], "--k does not apply to --problem linear, which takes --dim and --pf"),
+    (["--problem", "chi_square", "--k", "5"], "--k does not apply to --problem chi_square"),
+    (["--problem", "four_branch", "--dim", "3"], "--dim does not apply to --problem four_branch, which takes --k"),
+    (["--problem", "four_branch", "--pf", "0.1", "--dim", "4"], "--dim/--pf do not apply to --problem four_branch"),
+    (["--method", "mc", "--kernel", "surface"], "--kernel applies to --method ss only"),
+    (["--method", "mc", "--max-queries", "100", "--stop-factor", "1"], "--max-queries/--stop-factor apply to --method ss"),
+    (["--method", "mc", "--level-probability", "0.2"], "--level-probability applies to --method ss only"),
+    (["--method", "mc", "--count-seeds", "always"], "--count-seeds applies to --method ss only"),
+    (["--problem", "lineer", "--k", "3"], "unknown problem 'lineer'"),
+])
+def test_estimate_refuses_options_the_run_would_ignore(options, message):
+    result = runner.invoke(app, ["estimate", *options])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_estimate_takes_k_for_four_branch_and_its_default_without_it():
+    given = runner.invoke(app, ["estimate", "--problem", "four_branch", "--k", "6", "--n-samples", "500", "--json"])
+    default = runner.invoke(app, ["estimate", "--problem", "four_branch", "--n-samples", "500", "--json"])
+    assert given.exit_code == 0 and default.exit_code == 0, (given.output, default.output)
+    assert json.loads(given.output)["problem"] != json.loads(default.output)["problem"]
+
+
 def test_estimate_json_round_trips():
     from scarce.results import EstimateResult
 

@@ -21,7 +21,7 @@ def estimate(
     problem: str = typer.Option("linear", help="Benchmark problem: linear, four_branch, chi_square, two_regions."),
     dim: Optional[int] = typer.Option(None, help="Latent dimension (linear: 100, chi_square: 50, two_regions: 10)."),
     pf: Optional[float] = typer.Option(None, help="Exact failure probability of the problem (linear, chi_square, two_regions)."),
-    k: float = typer.Option(7.0, help="four_branch: branch offset k."),
+    k: Optional[float] = typer.Option(None, help="four_branch: branch offset k [default: 7.0]."),
     method: Method = typer.Option(Method.ss, help="ss: Subset Simulation; mc: crude Monte Carlo."),
     n_samples: int = typer.Option(2000, help="Samples per level (Monte Carlo: total samples)."),
     level_probability: float = typer.Option(0.1, help="Target conditional probability p0 in (0, 0.5]."),
@@ -47,6 +47,10 @@ def estimate(
 
     try:
         check_report_options(confidence, delta)
+        _check_applicable(problem, {"--dim": dim, "--pf": pf, "--k": k}, method,
+                          {"--level-probability": (level_probability, 0.1), "--kernel": (kernel, "acs"),
+                           "--max-queries": (max_queries, None), "--stop-factor": (stop_factor, 0.5),
+                           "--count-seeds": (count_seeds, "independent")})
         rare = _problem(problem, dim, pf, k)
         estimator = _estimator(method, n_samples, level_probability, kernel, max_queries, stop_factor, count_seeds,
                                allow_large)
@@ -59,12 +63,33 @@ def estimate(
                   exact=rare.exact_probability)
 
 
-def _problem(name: str, dim: int | None, pf: float | None, k: float):  # type: ignore[no-untyped-def]
+def _check_applicable(problem: str, shape: dict[str, object], method: Method,
+                      subset_only: dict[str, tuple[object, object]]) -> None:
+    """Refuse options the run would ignore: ``--k`` off four_branch, ``--dim``/``--pf`` on it, and
+    Subset Simulation's options (given a value other than their default) with ``--method mc``."""
+    from scarce.errors import ScarceError, unknown_name_error
+    from scarce.problems import PROBLEMS
+
+    if problem not in PROBLEMS:
+        raise unknown_name_error("problem", problem, PROBLEMS)
+    takes = ("--k",) if problem == "four_branch" else ("--dim", "--pf")
+    ignored = [name for name, value in shape.items() if value is not None and name not in takes]
+    if ignored:
+        raise ScarceError(f"{'/'.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --problem "
+                          f"{problem}, which takes {' and '.join(takes)}")
+    if method is Method.mc:
+        ignored = [name for name, (value, default) in subset_only.items() if value != default]
+        if ignored:
+            raise ScarceError(f"{'/'.join(ignored)} {'applies' if len(ignored) == 1 else 'apply'} to --method ss "
+                              f"only; crude Monte Carlo (--method mc) takes --n-samples, the total samples")
+
+
+def _problem(name: str, dim: int | None, pf: float | None, k: float | None):  # type: ignore[no-untyped-def]
     """The benchmark problem the options name (four_branch takes k; the others dim and pf)."""
     from scarce.problems import make_problem
 
     if name == "four_branch":
-        return make_problem(name, k=k)
+        return make_problem(name, k=7.0 if k is None else k)
     params = {key: value for key, value in (("dim", dim), ("probability", pf)) if value is not None}
     return make_problem(name, **params)
 
