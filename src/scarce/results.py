@@ -465,10 +465,11 @@ class EstimateResult:
 
 
 def _count(info: dict[str, Any], key: str) -> float | None:
-    """``info[key]`` as a float when it is a real, non-NaN number (not a bool); None otherwise.
+    """``info[key]`` as a float when it is a finite real number (not a bool); None otherwise.
 
-    Results read back from files carry whatever the file held; a count that is not a number
-    counts as absent rather than breaking the flags and the interval.
+    Results read back from files carry whatever the file held; a count that is not a finite
+    number (NaN, or an infinite count no run can have) counts as absent rather than breaking
+    the flags and the interval.
     """
     value = info.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -477,7 +478,7 @@ def _count(info: dict[str, Any], key: str) -> float | None:
         number = float(value)
     except OverflowError:  # an integer beyond any float: no count the engine writes
         return None
-    return None if math.isnan(number) else number
+    return number if math.isfinite(number) else None
 
 
 def _nullify(value: Any, path: str, nonfinite: dict[str, str]) -> Any:

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -695,6 +695,8 @@ EVIDENCE_KEYS = ("failure_lineages", "failure_origin_chains", "failure_origin_le
 @given(values=st.fixed_dictionaries({}, optional={key: st.one_of(hostile_scalars, st.sampled_from([10**400, -(10**400)]))
                                                   for key in EVIDENCE_KEYS}),
        cov=st.sampled_from([0.0, 0.3, 2.0, math.inf, math.nan]), n_levels=st.integers(0, 5))
+@example(values={"failure_lineages": np.float64(math.inf)}, cov=0.3, n_levels=1)  # df was inf: ci() raised
+@example(values={"cov_degrees_of_freedom": math.inf, "failure_lineages": 5}, cov=0.3, n_levels=2)
 def test_a_result_read_back_with_hostile_evidence_counts_still_gives_flags_and_an_interval(values, cov, n_levels):
     """A result file edited by hand (or by another version) may carry anything where the engine's
     counts were: flags, the interval and the summary must still come out, within [0, 1]."""
