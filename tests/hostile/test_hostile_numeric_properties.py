@@ -537,6 +537,7 @@ def test_aggregate(values, metric, how):
 @hostile
 @given(eta=mixed(st.floats(1e-6, 1)), benign=mixed(st.floats(0, 1)),
        harmful=mixed(st.floats(1e-6, 1)), good=score_samples(), threshold=mixed(st.floats(-3, 3)))
+@example(eta=5e-324, benign=0.0, harmful=1.0, good=np.array([]), threshold=0.0)  # inf * 0 warned: no benign mass is 0
 def test_leakage(eta, benign, harmful, good, threshold):
     out = _expect_ok_or_scarce(lambda: leakage_relative_bias(eta, benign, harmful))
     if out is not None:

@@ -58,8 +58,8 @@ def leakage_relative_bias(eta: ArrayLike, benign_mass: ArrayLike, harmful_mass: 
     except ValueError:
         raise ScarceError(f"eta, benign_mass and harmful_mass must broadcast to one shape; got "
                           f"shapes {e.shape}, {pb.shape}, {ph.shape}") from None
-    with np.errstate(over="ignore"):
-        out = (1.0 - e) / e * pb / ph
+    with np.errstate(over="ignore", invalid="ignore"):  # no benign mass: no leakage, however small eta
+        out = np.where(pb > 0, (1.0 - e) / e * pb / ph, 0.0)
     if not np.all(np.isfinite(out)):
         raise ScarceError(f"eta: the relative bias (1 - eta) / eta * P_b / P_h exceeds float64's "
                           f"range for eta={show(eta)}, harmful_mass={show(harmful_mass)}")
