@@ -106,7 +106,7 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     expected = "a corpus table written by 'scarce llm embed' (Parquet)"
     try:
         with pq.ParquetFile(path) as parquet:
-            metadata = parquet.metadata
+            metadata, names = parquet.metadata, parquet.schema_arrow.names
         declared = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
     except Exception as exc:  # noqa: BLE001 - any failure to parse an untrusted footer means "not Parquet"
         raise ScarceError(f"corpus file {str(path)!r} is not a readable Parquet file "
@@ -119,10 +119,25 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     except Exception as exc:  # noqa: BLE001 - pyarrow and pandas raise many types on damaged data
         raise ScarceError(f"corpus file {str(path)!r}: its Parquet data cannot be decoded "
                           f"({type(exc).__name__}: {exc}); expected {expected}") from None
+    _check_names(frame, names, path)
     embedding = _embedding_metadata(metadata.metadata or {}, path)
     if embedding is not None:
         frame.attrs["embedding"] = embedding
     return frame
+
+
+def _check_names(frame: pd.DataFrame, names: list[str], path: Path) -> None:
+    """Refuse a file whose pandas metadata names other columns than its schema does.
+
+    pandas takes the columns' names from the metadata it wrote beside the schema; a damaged byte
+    there renames a column (``embedding`` read back as ``emn%dding``) without any error.
+    """
+    index = {name for name in frame.index.names if name is not None}
+    schema = {name for name in names if name not in index and not name.startswith("__index_level_")}
+    if set(map(str, frame.columns)) != schema:
+        raise ScarceError(f"corpus file {str(path)!r}: the column names its pandas metadata gives "
+                          f"({sorted(map(str, frame.columns))}) are not its schema's ({sorted(schema)}); the file "
+                          "is damaged: write the corpus again with 'scarce llm embed'")
 
 
 def _embedding_metadata(metadata: dict[bytes, bytes], path: Path) -> dict[str, Any] | None:
