@@ -17,6 +17,11 @@ class Method(str, Enum):
     mc = "mc"
 
 
+#: Defaults of the options only Subset Simulation reads: given another value with ``--method mc``, they are refused.
+_SUBSET_DEFAULTS = {"--level-probability": 0.1, "--kernel": "acs", "--max-queries": None, "--stop-factor": 0.5,
+                    "--count-seeds": "independent"}
+
+
 def estimate(
     problem: str = typer.Option("linear", help="Benchmark problem: linear, four_branch, chi_square, two_regions."),
     dim: Optional[int] = typer.Option(None, help="Latent dimension (linear: 100, chi_square: 50, two_regions: 10)."),
@@ -24,15 +29,15 @@ def estimate(
     k: Optional[float] = typer.Option(None, help="four_branch: branch offset k [default: 7.0]."),
     method: Method = typer.Option(Method.ss, help="ss: Subset Simulation; mc: crude Monte Carlo."),
     n_samples: int = typer.Option(2000, help="Samples per level (Monte Carlo: total samples)."),
-    level_probability: float = typer.Option(0.1, help="Target conditional probability p0 in (0, 0.5]."),
-    kernel: str = typer.Option("acs", help="MCMC kernel: acs (adaptive conditional sampling), mma (modified Metropolis) "
+    level_probability: float = typer.Option(_SUBSET_DEFAULTS["--level-probability"], help="Target conditional probability p0 in (0, 0.5]."),
+    kernel: str = typer.Option(_SUBSET_DEFAULTS["--kernel"], help="MCMC kernel: acs (adaptive conditional sampling), mma (modified Metropolis) "
                                         "or surface (response-surface sampling, for scores close to a linear function plus one isotropic curvature)."),
     max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
     stop_factor: float = typer.Option(
-        0.5, help="Stop at the first level where stop_factor * p0 * N samples failed, in (0, 1]; 1 is the classic rule."
+        _SUBSET_DEFAULTS["--stop-factor"], help="Stop at the first level where stop_factor * p0 * N samples failed, in (0, 1]; 1 is the classic rule."
     ),
     count_seeds: str = typer.Option(
-        "independent", help="Whether seeds count among a level's samples: independent (only draws of level 0), always, never."
+        _SUBSET_DEFAULTS["--count-seeds"], help="Whether seeds count among a level's samples: independent (only draws of level 0), always, never."
     ),
     seed: int = typer.Option(0, help="Random seed."),
     confidence: float = CONFIDENCE,
@@ -48,9 +53,8 @@ def estimate(
     try:
         check_report_options(confidence, delta)
         _check_applicable(problem, {"--dim": dim, "--pf": pf, "--k": k}, method,
-                          {"--level-probability": (level_probability, 0.1), "--kernel": (kernel, "acs"),
-                           "--max-queries": (max_queries, None), "--stop-factor": (stop_factor, 0.5),
-                           "--count-seeds": (count_seeds, "independent")})
+                          {"--level-probability": level_probability, "--kernel": kernel, "--max-queries": max_queries,
+                           "--stop-factor": stop_factor, "--count-seeds": count_seeds})
         rare = _problem(problem, dim, pf, k)
         estimator = _estimator(method, n_samples, level_probability, kernel, max_queries, stop_factor, count_seeds,
                                allow_large)
@@ -63,8 +67,8 @@ def estimate(
                   exact=rare.exact_probability)
 
 
-def _check_applicable(problem: str, shape: dict[str, object], method: Method,
-                      subset_only: dict[str, tuple[object, object]]) -> None:
+def _check_applicable(problem: str, problem_options: dict[str, object], method: Method,
+                      subset_options: dict[str, object]) -> None:
     """Refuse options the run would ignore: ``--k`` off four_branch, ``--dim``/``--pf`` on it, and
     Subset Simulation's options (given a value other than their default) with ``--method mc``."""
     from scarce.errors import ScarceError, unknown_name_error
@@ -73,12 +77,12 @@ def _check_applicable(problem: str, shape: dict[str, object], method: Method,
     if problem not in PROBLEMS:
         raise unknown_name_error("problem", problem, PROBLEMS)
     takes = ("--k",) if problem == "four_branch" else ("--dim", "--pf")
-    ignored = [name for name, value in shape.items() if value is not None and name not in takes]
+    ignored = [name for name, value in problem_options.items() if value is not None and name not in takes]
     if ignored:
         raise ScarceError(f"{'/'.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to --problem "
                           f"{problem}, which takes {' and '.join(takes)}")
     if method is Method.mc:
-        ignored = [name for name, (value, default) in subset_only.items() if value != default]
+        ignored = [name for name, value in subset_options.items() if value != _SUBSET_DEFAULTS[name]]
         if ignored:
             raise ScarceError(f"{'/'.join(ignored)} {'applies' if len(ignored) == 1 else 'apply'} to --method ss "
                               f"only; crude Monte Carlo (--method mc) takes --n-samples, the total samples")
@@ -88,10 +92,8 @@ def _problem(name: str, dim: int | None, pf: float | None, k: float | None):  # 
     """The benchmark problem the options name (four_branch takes k; the others dim and pf)."""
     from scarce.problems import make_problem
 
-    if name == "four_branch":
-        return make_problem(name, k=7.0 if k is None else k)
-    params = {key: value for key, value in (("dim", dim), ("probability", pf)) if value is not None}
-    return make_problem(name, **params)
+    given = (("k", k),) if name == "four_branch" else (("dim", dim), ("probability", pf))
+    return make_problem(name, **{key: value for key, value in given if value is not None})  # absent: its default
 
 
 def _estimator(method: Method, n_samples: int, level_probability: float, kernel: str,  # type: ignore[no-untyped-def]
