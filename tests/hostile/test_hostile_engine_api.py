@@ -203,6 +203,54 @@ def test_a_user_kernels_bad_proposal_names_the_kernel(kernel, what, engine):
         engine(n_samples=100, kernel=kernel).estimate(linear(dim=2, probability=1e-2), seed=0)
 
 
+class _AheadKernel(ConditionalSampling):
+    """An independence sampler drawn ahead (the prior as proposal), with one output spoiled by ``spoil``."""
+
+    spoil = ""
+
+    def draws_ahead(self, params, n_chains, n_steps, dim, dtype, rng):
+        candidates, weights = rng.standard_normal((n_steps, n_chains, dim)), np.zeros((n_steps, n_chains))
+        if self.spoil == "wide":
+            candidates = np.zeros((n_steps, n_chains, dim + 1))
+        elif self.spoil == "nan":
+            candidates[0, 0, 0] = np.nan
+        elif self.spoil == "weights":
+            weights = np.zeros(n_chains)
+        elif self.spoil == "float32":
+            candidates = candidates.astype(np.float32)
+        return candidates, weights
+
+    def state_log_weights(self, params, u):
+        return np.zeros(u.shape[0] + (self.spoil == "states"))
+
+
+class _UnweighedKernel(ConditionalSampling):
+    def draws_ahead(self, params, n_chains, n_steps, dim, dtype, rng):
+        return rng.standard_normal((n_steps, n_chains, dim)), np.zeros((n_steps, n_chains))
+
+
+@pytest.mark.parametrize("spoil, what", [("wide", "draws_ahead must return candidates of shape"),
+                                         ("float32", "dtype float64"), ("nan", "draws_ahead returned non-finite"),
+                                         ("weights", "log weights of shape"),
+                                         ("states", "state_log_weights must return one log weight a state")])
+def test_a_user_kernels_bad_draws_ahead_names_the_kernel(spoil, what):
+    kernel = type("_Spoilt", (_AheadKernel,), {"spoil": spoil})()
+    with pytest.raises(ScarceError, match=f"_Spoilt.*{what}"):
+        SubsetSimulation(n_samples=100, kernel=kernel).estimate(linear(dim=2, probability=1e-2), seed=0)
+
+
+def test_a_kernel_drawing_ahead_without_weighing_its_states_is_named():
+    with pytest.raises(ScarceError, match="_UnweighedKernel must override state_log_weights"):
+        SubsetSimulation(n_samples=100, kernel=_UnweighedKernel()).estimate(linear(dim=2, probability=1e-2), seed=0)
+
+
+@pytest.mark.filterwarnings("ignore::scarce.LowAcceptanceWarning")  # the prior as proposal: a level's share accepted
+def test_an_unspoilt_kernel_drawing_ahead_runs():
+    result = SubsetSimulation(n_samples=1000, kernel=_AheadKernel()).estimate(linear(dim=2, probability=1e-2), seed=0)
+    assert result.reached_failure and result.status == "converged"
+    assert 0.5 < result.probability / 1e-2 < 2.0
+
+
 @pytest.mark.parametrize("dim", [3.0, -1, np.int8(3)])
 def test_a_problem_dim_changed_after_construction_is_checked_again(dim):
     problem = linear(dim=3, probability=1e-3)

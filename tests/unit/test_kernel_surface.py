@@ -76,9 +76,23 @@ def _exact_level(n, rng):
     return np.concatenate(out)[:n]
 
 
+class _StepByStep(ResponseSurfaceSampling):
+    """The same kernel proposing step by step (no candidates drawn ahead)."""
+
+    def draws_ahead(self, params, n_chains, n_steps, dim, dtype, rng):  # type: ignore[no-untyped-def]
+        return None
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_wrong_surface_still_leaves_the_level_invariant(dtype):
-    """The isotropic curvature cannot express 0.3 u2^2: the Hastings factors and the level test do the work."""
+@pytest.mark.parametrize("path", ["ahead", "one step a block", "step by step"])
+def test_a_wrong_surface_still_leaves_the_level_invariant(dtype, path, monkeypatch):
+    """The isotropic curvature cannot express 0.3 u2^2: the Hastings factors and the level test do the work.
+
+    Whether the level's candidates are drawn before its steps (in one block, or a block a step)
+    or step by step, the chains keep the law.
+    """
+    if path == "one step a block":
+        monkeypatch.setattr("scarce.estimators.chains.DRAW_AHEAD_VALUES", 1)
     rng = np.random.default_rng(3)
 
     def score(x):
@@ -90,7 +104,7 @@ def test_a_wrong_surface_still_leaves_the_level_invariant(dtype):
     surface = fit_surface(wider, score(wider), 1.5, 1e-6)
     assert surface is not None and surface.agreement < 0.99  # a real approximation, not the exact level
     seeds = _exact_level(3000, rng).astype(dtype)
-    kernel = ResponseSurfaceSampling(min_agreement=1e-6)
+    kernel = (_StepByStep if path == "step by step" else ResponseSurfaceSampling)(min_agreement=1e-6)
     population, stats_ = run_chains(kernel, seeds, score(seeds), 1.5, 3000 * 5, kernel.initial_scale,
                                     lambda x, step: score(x), rng, sample=(wider, score(wider)))
     assert population.u.dtype == dtype
@@ -99,6 +113,29 @@ def test_a_wrong_surface_still_leaves_the_level_invariant(dtype):
     assert 0.2 < stats_.acceptance_rate < 0.99
     for axis in range(3):
         assert stats.ks_2samp(last[:, axis], reference[:, axis]).pvalue > 1e-3, axis
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_drawn_ahead_the_move_is_the_step_by_step_move(dtype):
+    """One step drawn ahead uses the same random numbers as the step-by-step move, and its factor
+    ``log w(candidate) - log w(state)`` is that move's Hastings factor."""
+    rng = np.random.default_rng(11)
+    u = rng.standard_normal((3000, 6)) * 1.4
+    score = np.einsum("ij,ij->i", u, u) + 0.5 * u[:, 0]
+    kernel = ResponseSurfaceSampling()
+    seeds = u[score >= 12.0][:300]
+    params = kernel.fit(kernel.tune(seeds, 1.0), seeds, u, score, 12.0)
+    assert params.surfaces is not None and params.surfaces[0].curvature > 0.0
+    states = seeds.astype(dtype)
+    candidate, log_factor = kernel.propose_weighted(states, params, np.random.default_rng(5))
+    ahead, log_weight = kernel.draws_ahead(params, len(states), 1, 6, np.dtype(dtype), np.random.default_rng(5))
+    state = kernel.state_log_weights(params, states)
+    assert ahead.shape == (1, len(states), 6) and ahead.dtype == dtype and log_weight.shape == (1, len(states))
+    np.testing.assert_array_equal(ahead[0], candidate)
+    finite = np.isfinite(log_factor)
+    assert finite.mean() > 0.9
+    np.testing.assert_array_equal(np.isfinite(state) & np.isfinite(log_weight[0]), finite)
+    np.testing.assert_allclose(log_weight[0][finite] - state[finite], log_factor[finite], atol=1e-9)
 
 
 def test_the_move_is_exact_for_an_exact_surface():

@@ -10,6 +10,11 @@ A seed is a chain's first state.  It is counted as a sample of the level
 (``count_seeds=True``: ``N - n_seeds`` model calls) or only moved from
 (``count_seeds=False``: all ``N`` counted states are MCMC moves, ``N`` model
 calls); :class:`~scarce.estimators.subset.SubsetSimulation` says which and why.
+
+A kernel whose candidates ignore the state (an independence sampler, such as response-surface
+sampling's global move) may hand over a level's candidates before its steps
+(:meth:`~scarce.kernels.Kernel.draws_ahead`, :class:`DrawnAhead`): its per-candidate work is then
+one pass over the level instead of one small pass a step, and the steps run as before.
 """
 
 from __future__ import annotations
@@ -153,18 +158,18 @@ def run_chains(
     (Population, ChainStats)
     """
     order = rng.permutation(seeds_u.shape[0])  # which seeds get the longer chains is random
-    current_u, current_s = seeds_u[order].copy(), seeds_score[order].copy()
-    seed_score = current_s.copy()
+    current_u, current_s, seed_score = seeds_u[order].copy(), seeds_score[order].copy(), seeds_score[order].copy()
     current_k = rng.random(order.size) if seeds_key is None else np.asarray(seeds_key, dtype=float)[order].copy()
     lengths = chain_lengths(n_samples, current_u.shape[0])  # counted states per chain
     u, score, key, mask = _states(current_u, current_s, current_k, lengths, count_seeds)
-    params = _level_params(kernel, current_u, scale, sample, threshold)
+    params, first = _level_params(kernel, current_u, scale, sample, threshold), int(count_seeds)
+    ahead = DrawnAhead.start(kernel, params, current_u, int(lengths[0]) - first, rng)  # None: step by step
     n_accepted = n_proposed = n_queries = 0
-    # the seed sits at state 0 when counted; otherwise the first move is state 0
-    for step, state in enumerate(range(1 if count_seeds else 0, int(lengths[0])), start=1):
+    for step, state in enumerate(range(first, int(lengths[0])), start=1):  # a counted seed is state 0
         active = int(np.count_nonzero(lengths > state))  # a leading slice: lengths are sorted
         cur_u, cur_s, cur_k = current_u[:active], current_s[:active], current_k[:active]
-        accept, calls = _move(kernel, params, cur_u, cur_s, cur_k, evaluate, rng, step, (threshold, threshold_key))
+        accept, calls = _move(kernel, params, cur_u, cur_s, cur_k, evaluate, rng, step, (threshold, threshold_key),
+                              ahead)
         u[:active, state], score[:active, state], key[:active, state] = cur_u, cur_s, cur_k
         n_accepted, n_proposed, n_queries = n_accepted + int(accept.sum()), n_proposed + active, n_queries + calls
         params = kernel.adapted(params, accept.sum() / active, step)
@@ -248,13 +253,17 @@ def propose_moves(kernel: Kernel, params: KernelParams, cur_u: np.ndarray,
 
 def _move(kernel: Kernel, params: KernelParams, cur_u: np.ndarray, cur_s: np.ndarray, cur_k: np.ndarray,
           evaluate: LatentEvaluate, rng: np.random.Generator, step: int,
-          level: tuple[float, float]) -> tuple[np.ndarray, int]:
+          level: tuple[float, float], ahead: DrawnAhead | None = None) -> tuple[np.ndarray, int]:
     """One MCMC move of the active chains, in place; the accepted mask and the model calls made.
 
     A candidate is accepted exactly when it lies in the level (``level = (threshold, key)``);
-    an unchanged candidate needs no model call (:func:`propose_moves`).
+    an unchanged candidate needs no model call (:func:`propose_moves`). The candidates come from
+    ``ahead`` when the level's were drawn before its steps.
     """
-    candidate, moved = propose_moves(kernel, params, cur_u, rng)
+    if ahead is None:
+        candidate, moved = propose_moves(kernel, params, cur_u, rng)
+    else:
+        candidate, moved = ahead.propose(cur_u.shape[0], rng)
     cand_k = rng.random(cur_u.shape[0])
     cand_s, calls = cur_s.copy(), 0
     if moved.all():
@@ -266,4 +275,96 @@ def _move(kernel: Kernel, params: KernelParams, cur_u: np.ndarray, cur_s: np.nda
     cur_u[accept] = candidate[accept]
     cur_s[accept] = cand_s[accept]
     cur_k[accept] = cand_k[accept]
+    if ahead is not None:
+        ahead.accepted(accept)
     return accept, calls
+
+
+#: Most values (``chains x steps x d``) of candidates drawn ahead at once: 32 MB in float64.
+DRAW_AHEAD_VALUES = 1 << 22
+
+
+class DrawnAhead:
+    """A level's candidates drawn before its steps, for a kernel whose candidates ignore the states.
+
+    :meth:`Kernel.draws_ahead` gives the candidates and their log importance weights ``log w``;
+    each chain's ``log w`` is kept here as it moves, and a step's Metropolis-Hastings factor is
+    ``log w(candidate) - log w(state)`` (``-inf`` where the state's is not finite: such a state
+    is never moved). The candidates are drawn in blocks of steps of at most
+    :data:`DRAW_AHEAD_VALUES` values.
+    """
+
+    def __init__(self, kernel: Kernel, params: KernelParams, states: np.ndarray, n_steps: int) -> None:
+        self.kernel, self.params, self.dtype = kernel, params, states.dtype
+        self.n_chains, self.dim, self.steps_left = states.shape[0], states.shape[1], n_steps
+        self.block = max(1, DRAW_AHEAD_VALUES // max(1, self.n_chains * self.dim))
+        self.candidates = np.empty((0, self.n_chains, self.dim), dtype=states.dtype)
+        self.log_weights = np.empty((0, self.n_chains))
+        self.position = 0
+        self.state_weights = np.empty(0)
+        self.last = self.log_weights[:0, :0]
+
+    @classmethod
+    def start(cls, kernel: Kernel, params: KernelParams, states: np.ndarray, n_steps: int,
+              rng: np.random.Generator) -> DrawnAhead | None:
+        """The level's first block of candidates, or None when the kernel proposes step by step."""
+        if n_steps <= 0:
+            return None
+        ahead = cls(kernel, params, states, n_steps)
+        if not ahead._draw(rng):
+            return None
+        ahead.state_weights = np.array(kernel.state_log_weights(params, states), dtype=float)
+        if ahead.state_weights.shape != (ahead.n_chains,):
+            from scarce.errors import ScarceError
+
+            raise ScarceError(f"{type(kernel).__name__}.state_log_weights must return one log weight a state, "
+                              f"shape ({ahead.n_chains},), got shape {ahead.state_weights.shape}")
+        return ahead
+
+    def _draw(self, rng: np.random.Generator) -> bool:
+        steps = min(self.block, self.steps_left)
+        drawn = self.kernel.draws_ahead(self.params, self.n_chains, steps, self.dim, self.dtype, rng)
+        if drawn is None:
+            return False
+        candidates, log_weights = drawn
+        _check_drawn(self.kernel, candidates, log_weights, (steps, self.n_chains, self.dim), self.dtype)
+        self.candidates, self.log_weights = candidates, np.asarray(log_weights, dtype=float)
+        self.position, self.steps_left = 0, self.steps_left - steps
+        return True
+
+    def propose(self, active: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The next step's candidates for the first ``active`` chains, and which can be accepted."""
+        if self.position == self.candidates.shape[0] and not self._draw(rng):
+            from scarce.errors import ScarceError
+
+            raise ScarceError(f"{type(self.kernel).__name__}.draws_ahead returned None after a first block")
+        candidate = self.candidates[self.position, :active]
+        self.last = self.log_weights[self.position, :active]
+        self.position += 1
+        state = self.state_weights[:active]
+        with np.errstate(invalid="ignore"):  # -inf - -inf: a candidate never accepted from a state never moved
+            log_factor = np.where(np.isfinite(state), self.last - state, -math.inf)
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a uniform of exactly 0 accepts any finite factor
+            moved = np.log(rng.random(active)) < log_factor
+        return candidate, moved
+
+    def accepted(self, accept: np.ndarray) -> None:
+        """Carry the accepted candidates' log weights to their chains."""
+        self.state_weights[:accept.size][accept] = self.last[accept]
+
+
+def _check_drawn(kernel: Kernel, candidates: object, log_weights: object, shape: tuple[int, int, int],
+                 dtype: np.dtype) -> None:
+    """Candidates drawn ahead must be finite points of the states' dtype, with one log weight each."""
+    from scarce.errors import ScarceError
+
+    name = type(kernel).__name__
+    if not isinstance(candidates, np.ndarray) or candidates.shape != shape or candidates.dtype != dtype:
+        got = f"shape {candidates.shape}, dtype {candidates.dtype}" if isinstance(candidates, np.ndarray) else \
+            type(candidates).__name__
+        raise ScarceError(f"{name}.draws_ahead must return candidates of shape {shape} and dtype {dtype}, got {got}")
+    if not isinstance(log_weights, np.ndarray) or log_weights.shape != shape[:2]:
+        raise ScarceError(f"{name}.draws_ahead must return log weights of shape {shape[:2]}, got "
+                          f"{getattr(log_weights, 'shape', type(log_weights).__name__)}")
+    if type(kernel).__module__.split(".")[0] != "scarce" and not np.isfinite(candidates).all():
+        raise ScarceError(f"{name}.draws_ahead returned non-finite candidates")

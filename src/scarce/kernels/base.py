@@ -125,6 +125,30 @@ class Kernel(ABC):
         """
         return self.propose(u, params, rng), None
 
+    def draws_ahead(self, params: KernelParams, n_chains: int, n_steps: int, dim: int, dtype: np.dtype,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+        """A level's candidates drawn before its steps, when they do not depend on the states (None: step by step).
+
+        An independence sampler draws its candidate ``v`` from a proposal ``q`` that ignores the
+        current state ``u``; its Metropolis-Hastings factor is then ``w(v) / w(u)`` with
+        ``w = phi / q`` (Tierney 1994). Such a kernel may return ``n_steps`` candidates for each of
+        ``n_chains`` chains at once, shape ``(n_steps, n_chains, dim)`` in ``dtype``, with
+        ``log w`` of each, shape ``(n_steps, n_chains)`` (``-inf``: never accepted); the driver then
+        asks :meth:`state_log_weights` for the states it starts from and keeps each chain's
+        ``log w`` as it moves. The steps are run as before, one batched model call each, so the
+        chains are the ones the kernel would give step by step; only the per-step work of the
+        proposal is done in one pass. The default, None, proposes step by step
+        (:meth:`propose_weighted`). The candidates are drawn with the level's first parameters.
+        """
+        return None
+
+    def state_log_weights(self, params: KernelParams, u: np.ndarray) -> np.ndarray:
+        """``log w`` of the states ``u`` (rows: chains) for :meth:`draws_ahead`; ``-inf`` (or NaN) is never moved."""
+        from scarce.errors import ScarceError
+
+        raise ScarceError(f"{type(self).__name__}.draws_ahead returned candidates, so {type(self).__name__} must "
+                          f"override state_log_weights (log w of the states the chains start from)")
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if not k.startswith("_"))
         return f"{type(self).__name__}({params})"

@@ -28,7 +28,9 @@ draws from the level, accepted almost always. Where it is not, a state of the le
 fitted level is never moved (its factor is 0): invariant still, but that part of the level is
 carried by the seeds that start there. A chain moves by a surface fitted without its own seed
 (cross-fitting, :class:`ResponseSurfaceSampling`), so that its proposal does not lean towards
-its starting point.
+its starting point. The candidates ignore the state, so a level's are drawn in one pass before
+its steps (:func:`draws_ahead`), and a step's factor is a difference of log weights
+``log w = log [phi(t) S(t) / q(t)]`` (:func:`state_log_weights` for the states).
 
 The surface, its fit and its held-out check are in :mod:`scarce.kernels.response_surface`.
 """
@@ -47,7 +49,7 @@ from scarce.kernels.conditional import ConditionalSampling
 from scarce.kernels.response_surface import ROWS_PER_COEFFICIENT, Surface, cross_fitted_surfaces, split_point
 from scarce.normals import standard_normal
 
-__all__ = ["ResponseSurfaceSampling", "SurfaceParams", "global_move", "global_moves"]
+__all__ = ["ResponseSurfaceSampling", "SurfaceParams", "draws_ahead", "global_move", "global_moves", "state_log_weights"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,17 @@ class ResponseSurfaceSampling(Kernel):
             return self.local.propose_weighted(u, SurfaceParams.local_of(params), rng)
         return global_moves(surfaces, params.split, u, rng)
 
+    def draws_ahead(self, params: KernelParams, n_chains: int, n_steps: int, dim: int, dtype: np.dtype,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+        """A level's global candidates, drawn before its steps (:func:`draws_ahead`); None on a local level."""
+        surfaces = getattr(params, "surfaces", None)
+        if surfaces is None:
+            return None
+        return draws_ahead(surfaces, params.split, n_chains, n_steps, dim, dtype, rng)
+
+    def state_log_weights(self, params: KernelParams, u: np.ndarray) -> np.ndarray:
+        return state_log_weights(params.surfaces, params.split, u)  # type: ignore[attr-defined]
+
 
 def global_move(surface: Surface, u: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Candidates drawn from N(0, I) restricted to the fitted level, and their log Hastings factors."""
@@ -158,27 +171,65 @@ def global_moves(surfaces: tuple[Surface, ...], split: int, u: np.ndarray,
     The random numbers are drawn for the whole batch at once (``d`` normals and three uniforms a
     row), and each block of rows is moved in place, so the blocks stay contiguous.
     """
-    n = u.shape[0]
-    w = standard_normal(rng, u.shape, np.float64)
-    uniforms = rng.random((3, n))
-    log_factor = np.empty(n)
-    for surface, rows in zip(surfaces, (slice(0, min(split, n)), slice(min(split, n), n))):
-        if rows.start < rows.stop:
-            log_factor[rows] = _move_block(surface, u[rows], w[rows], uniforms[:, rows])
-    return (w if u.dtype == np.float64 else w.astype(u.dtype)), log_factor
+    candidate, log_weight = _draw(surfaces, split, u.shape[0], 1, u.shape[1], u.dtype, rng)
+    state = state_log_weights(surfaces, split, u)
+    with np.errstate(invalid="ignore"):
+        log_factor = np.where(np.isfinite(state), log_weight[0] - state, -math.inf)
+    return candidate[0], log_factor
 
 
-def _move_block(surface: Surface, u: np.ndarray, w: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """Turn the normals ``w`` into candidates for the states ``u`` (in place); their log Hastings factors.
+def draws_ahead(surfaces: tuple[Surface, ...], split: int, n_chains: int, n_steps: int, dim: int,
+                dtype: np.dtype, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n_steps`` global candidates for each of ``n_chains`` chains, and their log importance weights.
+
+    Shapes ``(n_steps, n_chains, d)`` and ``(n_steps, n_chains)``: chains before ``split`` draw
+    from ``surfaces[0]``, the others from ``surfaces[1]``. A global candidate does not depend on
+    the state it moves from, so a level's candidates can be drawn before its steps
+    (:meth:`scarce.kernels.Kernel.draws_ahead`); each step then costs the driver a subtraction
+    of log weights instead of a fresh pass over the surface.
+    """
+    return _draw(surfaces, split, n_chains, n_steps, dim, np.dtype(dtype), rng)
+
+
+def state_log_weights(surfaces: tuple[Surface, ...], split: int, u: np.ndarray) -> np.ndarray:
+    """``log w(u) = log [phi(t) S(t) / q(t)]`` of each state under its chain's surface (``-inf``: never moved).
+
+    A state outside its fitted level (or outside the proposal's cells) gets ``-inf``: the move
+    could never propose it, so moving away from it would break detailed balance.
+    """
+    out = np.empty(u.shape[0])
+    for surface, rows in _blocks(surfaces, split, u.shape[0]):
+        out[rows] = _state_log_weight(surface, u[rows])
+    return out
+
+
+def _blocks(surfaces: tuple[Surface, ...], split: int, n: int):  # type: ignore[no-untyped-def]
+    """``(surface, rows)`` for the non-empty blocks of chains: before ``split``, and the rest."""
+    bounds = (slice(0, min(split, n)), slice(min(split, n), n))
+    return [(surface, rows) for surface, rows in zip(surfaces, bounds) if rows.start < rows.stop]
+
+
+def _draw(surfaces: tuple[Surface, ...], split: int, n_chains: int, n_steps: int, dim: int, dtype: np.dtype,
+          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Candidates ``(n_steps, n_chains, d)`` (``d`` normals and three uniforms each) and their log weights."""
+    w = standard_normal(rng, (n_steps, n_chains, dim), np.float64)
+    uniforms = rng.random((3, n_steps, n_chains))
+    log_weight = np.empty((n_steps, n_chains))
+    for surface, chains in _blocks(surfaces, split, n_chains):
+        log_weight[:, chains] = _candidates(surface, w[:, chains], uniforms[:, :, chains], dtype)
+    return (w if dtype == np.float64 else w.astype(dtype)), log_weight
+
+
+def _candidates(surface: Surface, w: np.ndarray, uniforms: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Turn the normals ``w`` (any leading shape, ``d`` last) into candidates in place; the log weight of each.
 
     With ``p = w . v``, the candidate is ``f (w - p v) + t' v``: ``t'`` from the proposal's cells,
     and ``f = 1`` where the surface is flat (the normals' own length across ``v`` is the
-    chi-square draw) or the factor that gives ``|w - p v|^2`` the drawn ``s'``.
+    chi-square draw) or the factor that gives ``|w - p v|^2`` the drawn ``s'``. The weight is
+    ``log [phi(t') S(t') / q(t')]`` (``-inf`` where the range had no draw); for a candidate
+    stored in float32 it is that of the rounded point.
     """
-    v, x = surface.direction, np.asarray(u, dtype=float)
-    t = x @ v
-    s = np.einsum("ij,ij->i", x, x) - t * t  # |w|^2 of the states
-    cdf = surface.cdf
+    v, cdf = surface.direction, surface.cdf
     cell = np.minimum(np.searchsorted(cdf, uniforms[0] * cdf[-1], side="right"), cdf.size - 1)
     width = surface.edges[1] - surface.edges[0]
     t_new = surface.edges[cell] + width * uniforms[1]
@@ -187,25 +238,32 @@ def _move_block(surface: Surface, u: np.ndarray, w: np.ndarray, uniforms: np.nda
     if surface.dof and surface.curvature != 0.0:
         s_new, log_range, drawn = _draw_range(surface.residual(t_new) / surface.curvature, surface.curvature > 0.0,
                                               surface.dof, uniforms[2])
-        across = np.sqrt(np.maximum(np.einsum("ij,ij->i", w, w) - proj * proj, 0.0))
+        across = np.sqrt(np.maximum(np.einsum("...j,...j->...", w, w) - proj * proj, 0.0))
         factor = np.sqrt(s_new) / np.where(across > 0.0, across, 1.0)
-        w *= factor[:, None]
+        w *= factor[..., None]
         proj *= factor
     else:
         log_range, drawn = np.where(surface.residual(t_new) <= 0.0, 0.0, -math.inf), True
-    w += (t_new - proj)[:, None] * v
-    if u.dtype != np.float64:  # the factor is that of the candidate as stored, after rounding
-        w[...] = w.astype(u.dtype)
-        t_new, log_range, log_proposal = w @ v, None, None
-    if log_range is None:
+    w += (t_new - proj)[..., None] * v
+    if dtype != np.float64:  # the weight is that of the candidate as stored, after rounding
+        w[...] = w.astype(dtype)
+        t_new = w @ v
         log_range, log_proposal = surface.log_range_probability(t_new), surface.log_proposal(t_new)
-    keep = surface.contains(t, s) & drawn
-    # log_phi(t') - log_phi(t), and log S(t) = 0 for a state inside a flat fitted level (others are not kept)
-    state_range = surface.log_range_probability(t) if surface.dof and surface.curvature != 0.0 else 0.0
-    with np.errstate(invalid="ignore"):  # inf - inf where the state lies outside the proposal: rejected below
-        log_factor = (0.5 * (t * t - t_new * t_new) + (log_range - state_range)
-                      - (log_proposal - surface.log_proposal(t)))
-    return np.where(keep & np.isfinite(log_factor), log_factor, -math.inf)
+    with np.errstate(invalid="ignore"):
+        log_weight = -0.5 * t_new * t_new + log_range - log_proposal
+    return np.where(drawn & np.isfinite(log_weight), log_weight, -math.inf)
+
+
+def _state_log_weight(surface: Surface, u: np.ndarray) -> np.ndarray:
+    """``log w`` of states (``-inf`` outside the fitted level, where the move never goes)."""
+    x = np.asarray(u, dtype=float)
+    t = x @ surface.direction
+    s = np.einsum("ij,ij->i", x, x) - t * t  # |w|^2 of the states
+    # log S(t) = 0 for a state inside a flat fitted level (the others are not kept)
+    log_range = surface.log_range_probability(t) if surface.dof and surface.curvature != 0.0 else 0.0
+    with np.errstate(invalid="ignore"):
+        log_weight = -0.5 * t * t + log_range - surface.log_proposal(t)
+    return np.where(surface.contains(t, s) & np.isfinite(log_weight), log_weight, -math.inf)
 
 
 def _draw_range(bound: np.ndarray, upper: bool, dof: int,
