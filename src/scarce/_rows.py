@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["member", "row_keys"]
+__all__ = ["copies", "member", "row_keys"]
 
 
 def row_keys(rows: np.ndarray) -> np.ndarray:
@@ -33,3 +33,29 @@ def member(values: np.ndarray, of: np.ndarray) -> np.ndarray:
     table = np.sort(of)
     found = table[np.minimum(np.searchsorted(table, values), table.size - 1)]
     return found == values
+
+
+def copies(rows: np.ndarray, *groups: np.ndarray) -> np.ndarray:
+    """Masks ``(len(groups), n)``: whether each row of ``rows`` is a byte-for-byte copy of some row of each group.
+
+    ``rows``' first column is sorted once, and each row of a group finds, by a binary search, the
+    rows sharing its first value; only those pairs are compared whole, as unsigned words (their
+    bytes). The groups are typically the few (seeds) and ``rows`` the many (a level's points);
+    all are 2-D arrays of one dtype and width.
+    """
+    out = np.zeros((len(groups), rows.shape[0]), dtype=bool)
+    if rows.shape[0] == 0:
+        return out
+    order = np.argsort(np.ascontiguousarray(rows[:, 0]), kind="stable")
+    column, words = rows[order, 0], np.dtype(f"u{rows.itemsize}")
+    for mask, group in zip(out, groups):
+        low = np.searchsorted(column, group[:, 0], side="left")
+        counts = np.searchsorted(column, group[:, 0], side="right") - low
+        total = int(counts.sum())
+        if total == 0:
+            continue
+        starts = np.cumsum(counts) - counts  # each group row's first pair
+        pair = order[np.arange(total) - np.repeat(starts - low, counts)]  # the rows sharing its first value
+        same = np.all(rows[pair].view(words) == np.repeat(group, counts, axis=0).view(words), axis=1)
+        mask[pair[same]] = True
+    return out

@@ -333,6 +333,28 @@ def test_copies_of_seeds_marks_exactly_the_copies_of_each_half():
         np.testing.assert_array_equal(masks[h], expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_copies_compares_bytes_after_the_first_value(dtype):
+    """A copy is the same bytes: -0.0 is not a copy of 0.0, one ulp off is not a copy, and a group
+    holding one row several times (or rows sharing a first value) still finds every copy."""
+    from scarce._rows import copies
+
+    rng = np.random.default_rng(4)
+    u = rng.standard_normal((300, 4)).astype(dtype)
+    u[:30, 0] = u[30:60, 0]  # shared first values, different rows
+    u[60] = 0.0
+    signed = np.zeros((1, 4), dtype=dtype)
+    signed[0, 1] = -0.0
+    off = u[70:71].copy()
+    off[0, 3] = np.nextafter(off[0, 3], dtype(np.inf))
+    group = np.concatenate([u[[5, 5, 5, 35, 120]], signed, off])
+    masks = copies(u, group, group[:0], u[[60]])
+    assert masks.shape == (3, 300)
+    np.testing.assert_array_equal(np.flatnonzero(masks[0]), [5, 35, 120])
+    assert not masks[1].any() and np.flatnonzero(masks[2]).tolist() == [60]
+    assert copies(u[:0], group).shape == (1, 0)
+
+
 def test_left_out_rows_are_subtracted_exactly_from_the_fit():
     """A surface with rows left out is the least-squares fit of the kept rows (its level's geometry)."""
     from scarce.kernels.response_surface import fit_surfaces

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scarce._rows import member, row_keys
+from scarce._rows import copies
 
 #: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
 #: within one, so the Hastings factors stay close to 1.
@@ -135,18 +135,11 @@ def copies_of_seeds(u: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     """Masks over ``u``'s rows: ``[0, i]`` says row ``i`` is a copy of a seed in the first half, ``[1, i]`` the second.
 
     A copy shares every coordinate with its seed, so only the rows whose first coordinate is
-    some seed's are compared whole, by their bytes (:func:`scarce._rows.row_keys`).
+    some seed's are compared whole, by their bytes (:func:`scarce._rows.copies`).
     """
     seeds = np.asarray(seeds, dtype=u.dtype)
-    masks = np.zeros((2, u.shape[0]), dtype=bool)
-    if seeds.shape[0] == 0 or u.shape[0] == 0:
-        return masks
-    near = np.flatnonzero(member(u[:, 0], seeds[:, 0]))
-    keys, seed_keys = row_keys(u[near]), row_keys(seeds)
     split = split_point(seeds.shape[0])
-    for half, part in enumerate((slice(None, split), slice(split, None))):
-        masks[half, near[member(keys, seed_keys[part])]] = True
-    return masks
+    return copies(u, seeds[:split], seeds[split:])
 
 
 def fit_surface(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
@@ -262,20 +255,22 @@ def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray | None:
     """
     from scipy.linalg import lapack
 
-    scale = np.sqrt(np.diag(gram))
+    diagonal = gram.diagonal()
+    if not (diagonal > 0.0).all():  # also False for NaN
+        return None
     with np.errstate(all="ignore"):
-        unit = gram / scale[:, None] / scale
-        rhs = moment / scale
-        if not (np.isfinite(unit).all() and np.isfinite(rhs).all() and (scale > 0.0).all()):
+        scale = 1.0 / np.sqrt(diagonal)
+        unit = gram * scale[:, None]
+        unit *= scale
+        rhs = moment * scale
+        if not (np.isfinite(unit).all() and np.isfinite(rhs).all()):
             return None
-        factor, coef, info = lapack.dposv(unit, rhs, lower=1)
-        if info != 0:
+        factor, coef, info = lapack.dposv(unit, rhs, lower=1, overwrite_a=1, overwrite_b=1)
+        pivots = np.abs(factor.diagonal())
+        if info != 0 or not pivots.min() >= MIN_PIVOT_RATIO * pivots.max():
             return None
-        pivots = np.abs(np.diag(factor))
-        if pivots.min() < MIN_PIVOT_RATIO * pivots.max():
-            return None
-        coef = coef / scale
-    return coef if np.all(np.isfinite(coef)) else None
+        coef *= scale
+    return coef if np.isfinite(coef).all() else None
 
 
 def _agreement(fitted_score: np.ndarray, score: np.ndarray, threshold: float) -> float:
@@ -323,7 +318,11 @@ def _grid(surface: Surface) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Cell edges over the range where ``t``'s marginal is within :data:`LOG_RANGE` of its peak.
 
     Also returns the last pass's points and log-marginal, from which the cells' masses are interpolated.
+    A flat fitted level is a half-line of ``t`` (:func:`_flat_grid`); otherwise the range is found
+    by two passes of :data:`COARSE_POINTS` points.
     """
+    if surface.curvature == 0.0:
+        return _flat_grid(surface)
     low, high = -T_SPAN, T_SPAN
     for _ in range(2):
         t = np.linspace(low, high, COARSE_POINTS)
@@ -334,6 +333,28 @@ def _grid(surface: Surface) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         keep = np.flatnonzero(log_m >= peak - LOG_RANGE)
         low, high = t[max(keep[0] - 1, 0)], t[min(keep[-1] + 1, t.size - 1)]
     return np.linspace(low, high, GRID_CELLS + 1), t, log_m
+
+
+def _flat_grid(surface: Surface) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`_grid` where the fitted level is ``{|beta| t >= b - alpha}``: ``t >= t0``, or every ``t`` when ``beta = 0``.
+
+    The marginal is ``phi`` on that half-line, so the range where it is within :data:`LOG_RANGE`
+    of its peak ``p = max(t0, 0)`` is ``t0 <= t <= sqrt(p^2 + 2 LOG_RANGE)`` (and ``t >= -sqrt(2
+    LOG_RANGE)``), and the log-marginal is returned at the cells' middles, where it is exact.
+    """
+    if surface.slope > 0.0:
+        start = surface.offset / surface.slope
+    elif surface.offset <= 0.0:
+        start = -math.inf
+    else:
+        return None  # the fitted level is empty
+    if not start <= T_SPAN:
+        return None
+    peak = max(start, 0.0)
+    low, high = max(start, -math.sqrt(2.0 * LOG_RANGE)), math.sqrt(peak * peak + 2.0 * LOG_RANGE)
+    edges = np.linspace(low, high, GRID_CELLS + 1)
+    middle = 0.5 * (edges[1:] + edges[:-1])
+    return edges, middle, _log_phi(middle)
 
 
 def _cell_log_mass(surface: Surface, edges: np.ndarray, t: np.ndarray, log_m: np.ndarray) -> np.ndarray | None:

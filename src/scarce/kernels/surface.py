@@ -168,8 +168,9 @@ def global_moves(surfaces: tuple[Surface, ...], split: int, u: np.ndarray,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """:func:`global_move` for each row of ``u``: rows before ``split`` by ``surfaces[0]``, the rest by ``surfaces[1]``.
 
-    The random numbers are drawn for the whole batch at once (``d`` normals and three uniforms a
-    row), and each block of rows is moved in place, so the blocks stay contiguous.
+    The candidates are one step of :func:`draws_ahead` (the same random numbers), and each
+    factor is ``log w(candidate) - log w(state)`` (:func:`state_log_weights`; ``-inf`` where the
+    state's weight is not finite).
     """
     candidate, log_weight = _draw(surfaces, split, u.shape[0], 1, u.shape[1], u.dtype, rng)
     state = state_log_weights(surfaces, split, u)
@@ -203,7 +204,7 @@ def state_log_weights(surfaces: tuple[Surface, ...], split: int, u: np.ndarray) 
     return out
 
 
-def _blocks(surfaces: tuple[Surface, ...], split: int, n: int):  # type: ignore[no-untyped-def]
+def _blocks(surfaces: tuple[Surface, ...], split: int, n: int) -> list[tuple[Surface, slice]]:
     """``(surface, rows)`` for the non-empty blocks of chains: before ``split``, and the rest."""
     bounds = (slice(0, min(split, n)), slice(min(split, n), n))
     return [(surface, rows) for surface, rows in zip(surfaces, bounds) if rows.start < rows.stop]
