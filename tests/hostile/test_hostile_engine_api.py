@@ -218,6 +218,8 @@ class _AheadKernel(ConditionalSampling):
             weights = np.zeros(n_chains)
         elif self.spoil == "float32":
             candidates = candidates.astype(np.float32)
+        elif self.spoil == "single":
+            return (candidates,)
         return candidates, weights
 
     def state_log_weights(self, params, u):
@@ -232,7 +234,8 @@ class _UnweighedKernel(ConditionalSampling):
 @pytest.mark.parametrize("spoil, what", [("wide", "draws_ahead must return candidates of shape"),
                                          ("float32", "dtype float64"), ("nan", "draws_ahead returned non-finite"),
                                          ("weights", "log weights of shape"),
-                                         ("states", "state_log_weights must return one log weight a state")])
+                                         ("states", "state_log_weights must return one log weight a state"),
+                                         ("single", "must return None or a pair")])
 def test_a_user_kernels_bad_draws_ahead_names_the_kernel(spoil, what):
     kernel = type("_Spoilt", (_AheadKernel,), {"spoil": spoil})()
     with pytest.raises(ScarceError, match=f"_Spoilt.*{what}"):

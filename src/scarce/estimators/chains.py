@@ -326,6 +326,11 @@ class DrawnAhead:
         drawn = self.kernel.draws_ahead(self.params, self.n_chains, steps, self.dim, self.dtype, rng)
         if drawn is None:
             return False
+        if not isinstance(drawn, tuple) or len(drawn) != 2:
+            from scarce.errors import ScarceError
+
+            raise ScarceError(f"{type(self.kernel).__name__}.draws_ahead must return None or a pair (candidates, "
+                              f"log weights), got {type(drawn).__name__}")
         candidates, log_weights = drawn
         _check_drawn(self.kernel, candidates, log_weights, (steps, self.n_chains, self.dim), self.dtype)
         self.candidates, self.log_weights = candidates, np.asarray(log_weights, dtype=float)
