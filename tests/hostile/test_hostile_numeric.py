@@ -306,3 +306,21 @@ def test_kernel_flag_must_be_a_bool():
 
     with pytest.raises(ScarceError, match=r"adapt must be True or False, got 'no' \(str\)"):
         make_kernel("acs", adapt="no")
+
+
+@pytest.mark.parametrize("name", ["ocsvm_good", "ocsvm_bad", "ocsvm_contrast"])
+@pytest.mark.parametrize("solver", ["exact", "nystroem"])
+def test_an_ocsvm_gamma_near_the_largest_double_scores_without_numpys_overflow_warning(name, solver):
+    """``-gamma ||z - c||^2`` overflows to -inf there, and ``exp`` gives the kernel's limit, 0: the
+    ruler scores, finite, and no RuntimeWarning from scikit-learn's kernel reaches the user
+    (found by the property suite at 10,000 examples a property)."""
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(24, 3))
+    y = np.arange(24) % 2
+    Z[y == 1] += 2.0
+    extra = {} if solver == "exact" else {"max_exact_samples": 1, "n_components": 8}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # as a user sees them (made errors, the scoring retries quietly)
+        scores = make_ruler(name, gamma=1e308, **extra).fit(Z, y).score_samples(Z)
+    assert np.isfinite(scores).all()
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]

@@ -175,7 +175,8 @@ def _make_array(spec):
             warnings.simplefilter("ignore")
             return torch.as_tensor(values).to(getattr(torch, dtype))
     if dtype in ("bfloat16",):
-        return values.astype(np.float32)
+        with np.errstate(over="ignore"):  # a value beyond float32 is inf, as for float16 below
+            return values.astype(np.float32)
     with np.errstate(over="ignore"):
         return values.astype(np.dtype(dtype))
 

@@ -61,7 +61,8 @@ class KernelExpansion:
         out = np.empty(Z.shape[0])
         step = max(1, _CHUNK_ELEMENTS // max(self.centers.shape[0], 1))
         for start in range(0, Z.shape[0], step):
-            block = rbf_kernel(Z[start:start + step], self.centers, gamma=self.gamma)
+            with np.errstate(over="ignore"):  # -gamma ||z - c||^2 below -1e308 is -inf: exp gives the limit, 0
+                block = rbf_kernel(Z[start:start + step], self.centers, gamma=self.gamma)
             out[start:start + step] = block @ self.weights
         out += self.intercept
         return out
@@ -145,9 +146,11 @@ class OneClassSVMRuler(AnchoredRuler):
             return KernelExpansion(svm.support_vectors_, svm.dual_coef_[0].astype(np.float64),
                                    float(svm.intercept_[0]), gamma, svm)
         nystroem = Nystroem(gamma=gamma, n_components=min(self.n_components, Z_anchor.shape[0]),
-                            random_state=self.random_state).fit(Z_anchor)
+                            random_state=self.random_state)
+        with np.errstate(over="ignore"):  # as in KernelExpansion.decision_function: an overflow is exp's 0
+            features = nystroem.fit(Z_anchor).transform(Z_anchor)
         sgd = SGDOneClassSVM(nu=self.nu, random_state=self.random_state)
-        sgd.fit(nystroem.transform(Z_anchor))
+        sgd.fit(features)
         return KernelExpansion(nystroem.components_, nystroem.normalization_.T @ sgd.coef_,
                                -float(sgd.offset_[0]), gamma, (nystroem, sgd))
 
