@@ -15,6 +15,9 @@ import numpy as np
 
 __all__ = ["copies", "member", "row_keys"]
 
+#: :func:`copies` compares pairs of rows directly while they number at most this many per row.
+PAIRS_PER_ROW = 4
+
 
 def row_keys(rows: np.ndarray) -> np.ndarray:
     """Each row of a 2-D array as one opaque bytes value (NumPy's void type), comparable and sortable."""
@@ -38,10 +41,14 @@ def member(values: np.ndarray, of: np.ndarray) -> np.ndarray:
 def copies(rows: np.ndarray, *groups: np.ndarray) -> np.ndarray:
     """Masks ``(len(groups), n)``: whether each row of ``rows`` is a byte-for-byte copy of some row of each group.
 
-    ``rows``' first column is sorted once, and each row of a group finds, by a binary search, the
-    rows sharing its first value; only those pairs are compared whole, as unsigned words (their
-    bytes). The groups are typically the few (seeds) and ``rows`` the many (a level's points);
-    all are 2-D arrays of one dtype and width.
+    ``rows``' first column is sorted once, and each row of a group finds, by a binary
+    search, the rows sharing its first value; only those pairs are compared whole, as unsigned
+    words (their bytes). Where the pairs would outnumber ``rows`` and the group several times
+    over (a row repeated in the group and among ``rows``, or first values shared by many), the
+    rows that share a first value with the group are compared by
+    :func:`member` of :func:`row_keys` instead, whose cost does not grow with the pairs. The groups
+    are typically the few (seeds) and ``rows`` the many (a level's points); all are 2-D arrays of
+    one dtype and width.
     """
     out = np.zeros((len(groups), rows.shape[0]), dtype=bool)
     if rows.shape[0] == 0:
@@ -49,10 +56,17 @@ def copies(rows: np.ndarray, *groups: np.ndarray) -> np.ndarray:
     order = np.argsort(np.ascontiguousarray(rows[:, 0]), kind="stable")
     column, words = rows[order, 0], np.dtype(f"u{rows.itemsize}")
     for mask, group in zip(out, groups):
+        if group.shape[0] == 0:
+            continue
         low = np.searchsorted(column, group[:, 0], side="left")
         counts = np.searchsorted(column, group[:, 0], side="right") - low
         total = int(counts.sum())
-        if total == 0:
+        if total > PAIRS_PER_ROW * (rows.shape[0] + group.shape[0]):  # rows repeated in the group, or shared firsts
+            edges = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+            np.add.at(edges, low, 1)
+            np.add.at(edges, low + counts, -1)
+            near = order[np.cumsum(edges[:-1]) > 0]  # the rows sharing a first value with some group row
+            mask[near] = member(row_keys(rows[near]), row_keys(group))
             continue
         starts = np.cumsum(counts) - counts  # each group row's first pair
         pair = order[np.arange(total) - np.repeat(starts - low, counts)]  # the rows sharing its first value

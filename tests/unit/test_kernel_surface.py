@@ -116,9 +116,10 @@ def test_a_wrong_surface_still_leaves_the_level_invariant(dtype, path, monkeypat
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_drawn_ahead_the_move_is_the_step_by_step_move(dtype):
-    """One step drawn ahead uses the same random numbers as the step-by-step move, and its factor
-    ``log w(candidate) - log w(state)`` is that move's Hastings factor."""
+def test_drawn_ahead_the_weights_are_phi_s_over_q_computed_independently(dtype):
+    """One step drawn ahead uses the step-by-step move's random numbers, and every log weight, of a
+    candidate or of a state, is ``log [phi(t) S(t) / q(t)]`` with ``S`` from SciPy's chi-square
+    (``-inf`` for a state outside the fitted level)."""
     rng = np.random.default_rng(11)
     u = rng.standard_normal((3000, 6)) * 1.4
     score = np.einsum("ij,ij->i", u, u) + 0.5 * u[:, 0]
@@ -126,16 +127,26 @@ def test_drawn_ahead_the_move_is_the_step_by_step_move(dtype):
     seeds = u[score >= 12.0][:300]
     params = kernel.fit(kernel.tune(seeds, 1.0), seeds, u, score, 12.0)
     assert params.surfaces is not None and params.surfaces[0].curvature > 0.0
-    states = seeds.astype(dtype)
-    candidate, log_factor = kernel.propose_weighted(states, params, np.random.default_rng(5))
+    states = np.concatenate([seeds[:250], u[score < 9.0][:50]]).astype(dtype)  # the last 50 outside the level
+    candidate, _ = kernel.propose_weighted(states, params, np.random.default_rng(5))
     ahead, log_weight = kernel.draws_ahead(params, len(states), 1, 6, np.dtype(dtype), np.random.default_rng(5))
-    state = kernel.state_log_weights(params, states)
     assert ahead.shape == (1, len(states), 6) and ahead.dtype == dtype and log_weight.shape == (1, len(states))
     np.testing.assert_array_equal(ahead[0], candidate)
-    finite = np.isfinite(log_factor)
-    assert finite.mean() > 0.9
-    np.testing.assert_array_equal(np.isfinite(state) & np.isfinite(log_weight[0]), finite)
-    np.testing.assert_allclose(log_weight[0][finite] - state[finite], log_factor[finite], atol=1e-9)
+
+    def expected(x, surface):
+        x = x.astype(float)
+        t = x @ surface.direction
+        rest = np.einsum("ij,ij->i", x, x) - t * t
+        s_range = stats.chi2(surface.dof).sf(np.maximum(surface.residual(t) / surface.curvature, 0.0))
+        with np.errstate(divide="ignore"):
+            value = -0.5 * t * t + np.log(s_range) - surface.log_proposal(t)
+        return np.where(surface.contains(t, rest), value, -np.inf)
+
+    state = kernel.state_log_weights(params, states)
+    for rows, surface in ((slice(0, params.split), params.surfaces[0]), (slice(params.split, None), params.surfaces[1])):
+        np.testing.assert_allclose(log_weight[0, rows], expected(ahead[0, rows], surface), rtol=1e-7, atol=1e-7)
+        np.testing.assert_allclose(state[rows], expected(states[rows], surface), rtol=1e-7, atol=1e-7)
+    assert np.isneginf(state[-50:]).all() and np.isfinite(state[:250]).mean() > 0.9
 
 
 def test_the_move_is_exact_for_an_exact_surface():
@@ -353,6 +364,29 @@ def test_copies_compares_bytes_after_the_first_value(dtype):
     np.testing.assert_array_equal(np.flatnonzero(masks[0]), [5, 35, 120])
     assert not masks[1].any() and np.flatnonzero(masks[2]).tolist() == [60]
     assert copies(u[:0], group).shape == (1, 0)
+
+
+@pytest.mark.parametrize("case", ["collapsed", "shared first values"])
+def test_copies_on_a_collapsed_population_compares_by_keys_not_pairs(case):
+    """A population collapsed onto two points (a thousand copies of each, a thousand seeds among
+    them), or many distinct rows sharing one first value: pairs would number millions, so the rows
+    are compared by their keys; the masks are the brute-force comparison's."""
+    from scarce._rows import copies
+
+    rng = np.random.default_rng(6)
+    if case == "collapsed":
+        rows = np.repeat(rng.standard_normal((2, 30)), 1000, axis=0)
+        group = rows[:1000].copy()
+    else:
+        group = rng.standard_normal((400, 30))
+        rows = rng.standard_normal((3000, 30))
+        rows[::7] = group[rng.integers(0, 400, len(rows[::7]))]
+        group[:, 0] = rows[:, 0] = 1.0
+    mask = copies(rows, group)[0]
+    words = np.uint64
+    expected = np.array([(group.view(words) == row.view(words)).all(axis=1).any() for row in rows])
+    np.testing.assert_array_equal(mask, expected)
+    assert 0 < mask.sum() < len(rows) or case == "collapsed"
 
 
 def test_left_out_rows_are_subtracted_exactly_from_the_fit():

@@ -29,8 +29,18 @@ def test_kernel_parameters_are_validated(factory, match):
         factory()
 
 
-class _Prior(ConditionalSampling):
-    """An independence sampler whose proposal is N(0, I) itself (``w = phi / phi = 1``), drawn ahead.
+MEAN, SPREAD = np.array([0.9, -0.4, 0.0]), 1.5
+
+
+def _log_weight(x):  # type: ignore[no-untyped-def]
+    """``log phi(x) - log q(x)`` for the proposal ``q = N(MEAN, SPREAD^2 I)``."""
+    x = np.asarray(x, dtype=float)
+    return (-0.5 * (x * x).sum(-1) + 0.5 * (((x - MEAN) / SPREAD) ** 2).sum(-1)) + x.shape[-1] * np.log(SPREAD)
+
+
+class _Shifted(ConditionalSampling):
+    """An independence sampler from ``N(MEAN, SPREAD^2 I)``, drawn ahead: its weights vary, so a chain
+    whose weight were not carried with its moves (or recomputed wrongly) would drift off the level's law.
 
     Its step-by-step proposal is never used: a chain that called it would fail the test.
     """
@@ -39,35 +49,37 @@ class _Prior(ConditionalSampling):
         raise AssertionError("candidates drawn ahead: no step-by-step proposal")
 
     def draws_ahead(self, params, n_chains, n_steps, dim, dtype, rng):  # type: ignore[no-untyped-def]
-        return rng.standard_normal((n_steps, n_chains, dim)).astype(dtype), np.zeros((n_steps, n_chains))
+        candidates = (MEAN + SPREAD * rng.standard_normal((n_steps, n_chains, dim))).astype(dtype)
+        return candidates, _log_weight(candidates)
 
     def state_log_weights(self, params, u):  # type: ignore[no-untyped-def]
-        return np.zeros(u.shape[0])
+        return _log_weight(u)
 
 
-@pytest.mark.parametrize("block_values", [None, 1, 7 * 3])
-def test_a_users_independence_sampler_drawn_ahead_keeps_the_level(block_values, monkeypatch):
-    """Chains of the prior as an independence proposal, drawn in one block, a step a block, or
-    seven chains' worth a block, keep N(0, I) restricted to ``{u0 >= 0.5}`` and make one batched
-    model call a step."""
+@pytest.mark.parametrize("block_steps, extra, count_seeds", [(None, 0, True), (1, 1700, True), (3, 999, False),
+                                                               (2, 1300, False)])
+def test_a_users_independence_sampler_drawn_ahead_keeps_the_level(block_steps, extra, count_seeds, monkeypatch):
+    """Chains of an independence proposal drawn ahead, in one block or in blocks of 1-3 steps (the
+    last one short), with chains of unequal length (``extra`` states) and with or without the seeds
+    counted, keep N(0, I) restricted to ``{u0 >= 0.5}``, and make one batched model call a step."""
     from scarce.estimators.chains import run_chains
 
-    if block_values is not None:
-        monkeypatch.setattr("scarce.estimators.chains.DRAW_AHEAD_VALUES", block_values)
+    if block_steps is not None:
+        monkeypatch.setattr("scarce.estimators.chains.DRAW_AHEAD_VALUES", 3000 * 3 * block_steps)
     rng = np.random.default_rng(2)
-    seeds = rng.standard_normal((20_000, 3))
-    seeds = seeds[seeds[:, 0] >= 0.5][:2000]
+    seeds = rng.standard_normal((40_000, 3))
+    seeds = seeds[seeds[:, 0] >= 0.5][:3000]
     calls = []
 
     def evaluate(x, step):
         calls.append(len(x))
         return x[:, 0]
 
-    population, chain_stats = run_chains(_Prior(), seeds, seeds[:, 0], 0.5, 2000 * 8, 1.0, evaluate, rng)
-    last = population.u[:, -1]
-    assert len(calls) == 7 and max(calls) <= 2000 and chain_stats.n_queries == sum(calls)
-    assert 0.25 < chain_stats.acceptance_rate < 0.37  # P(u0 >= 0.5) = 0.31: each step's candidate is a fresh draw
+    population, chain_stats = run_chains(_Shifted(), seeds, seeds[:, 0], 0.5, 3000 * 6 + extra, 1.0, evaluate, rng,
+                                         count_seeds=count_seeds)
+    lengths = population.mask.sum(axis=1)
+    last = population.u[np.arange(3000), lengths - 1]
+    assert len(calls) == int(lengths.max()) - int(count_seeds) and chain_stats.n_queries == sum(calls)
+    assert 0.2 < chain_stats.acceptance_rate < 0.6
     assert stats.kstest(last[:, 0], stats.truncnorm(0.5, np.inf).cdf).pvalue > 1e-3
     assert stats.kstest(last[:, 1], stats.norm.cdf).pvalue > 1e-3
-    moved = np.mean(population.u[:, -1, 0] != population.u[:, 0, 0])
-    assert moved > 0.9  # 1 - 0.69^7 of the chains left their seed

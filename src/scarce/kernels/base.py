@@ -136,8 +136,9 @@ class Kernel(ABC):
         ``log w`` of each, shape ``(n_steps, n_chains)`` (``-inf``: never accepted); the driver then
         asks :meth:`state_log_weights` for the states it starts from and keeps each chain's
         ``log w`` as it moves. The steps are run as before, one batched model call each, so the
-        chains are the ones the kernel would give step by step; only the per-step work of the
-        proposal is done in one pass. The default, None, proposes step by step
+        chains have the law they would have step by step (the random numbers come in another
+        order); only the per-step work of the proposal is done in one pass over a block of steps
+        (:data:`scarce.estimators.chains.DRAW_AHEAD_VALUES`). The default, None, proposes step by step
         (:meth:`propose_weighted`). The candidates are drawn with the level's first parameters.
         """
         return None

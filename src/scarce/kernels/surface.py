@@ -28,8 +28,8 @@ draws from the level, accepted almost always. Where it is not, a state of the le
 fitted level is never moved (its factor is 0): invariant still, but that part of the level is
 carried by the seeds that start there. A chain moves by a surface fitted without its own seed
 (cross-fitting, :class:`ResponseSurfaceSampling`), so that its proposal does not lean towards
-its starting point. The candidates ignore the state, so a level's are drawn in one pass before
-its steps (:func:`draws_ahead`), and a step's factor is a difference of log weights
+its starting point. The candidates ignore the state, so a level's are drawn in blocks of steps
+before the steps run (:func:`draws_ahead`), and a step's factor is a difference of log weights
 ``log w = log [phi(t) S(t) / q(t)]`` (:func:`state_log_weights` for the states).
 
 The surface, its fit and its held-out check are in :mod:`scarce.kernels.response_surface`.
