@@ -62,10 +62,7 @@ def copies(rows: np.ndarray, *groups: np.ndarray) -> np.ndarray:
         counts = np.searchsorted(column, group[:, 0], side="right") - low
         total = int(counts.sum())
         if total > PAIRS_PER_ROW * (rows.shape[0] + group.shape[0]):  # rows repeated in the group, or shared firsts
-            edges = np.zeros(rows.shape[0] + 1, dtype=np.int64)
-            np.add.at(edges, low, 1)
-            np.add.at(edges, low + counts, -1)
-            near = order[np.cumsum(edges[:-1]) > 0]  # the rows sharing a first value with some group row
+            near = order[member(column, group[:, 0])]  # the rows sharing a first value with some group row
             mask[near] = member(row_keys(rows[near]), row_keys(group))
             continue
         starts = np.cumsum(counts) - counts  # each group row's first pair

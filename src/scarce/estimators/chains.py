@@ -347,9 +347,10 @@ class DrawnAhead:
         self.last = self.log_weights[self.position, :active]
         self.position += 1
         state = self.state_weights[:active]
-        with np.errstate(invalid="ignore"):  # -inf - -inf: a candidate never accepted from a state never moved
+        # -inf - -inf: a candidate never accepted from a state never moved; log 0 = -inf: a uniform
+        # of exactly 0 accepts any finite factor
+        with np.errstate(invalid="ignore", divide="ignore"):
             log_factor = np.where(np.isfinite(state), self.last - state, -math.inf)
-        with np.errstate(divide="ignore"):  # log 0 = -inf: a uniform of exactly 0 accepts any finite factor
             moved = np.log(rng.random(active)) < log_factor
         return candidate, moved
 
