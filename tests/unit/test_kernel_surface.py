@@ -245,10 +245,10 @@ def test_splitting_with_global_moves_is_unbiased():
 
 
 def test_a_level_too_small_to_fit_is_never_handed_to_the_kernel(monkeypatch):
-    """Below 6 (d + 2) points no surface can pass: the drivers neither copy the points nor call fit."""
+    """Below 6 (d + 2) points no surface can pass: the drivers neither copy the points nor call refit."""
     calls = []
-    original = ResponseSurfaceSampling.fit
-    monkeypatch.setattr(ResponseSurfaceSampling, "fit", lambda self, *a: calls.append(len(a[2])) or original(self, *a))
+    original = ResponseSurfaceSampling.refit
+    monkeypatch.setattr(ResponseSurfaceSampling, "refit", lambda self, *a: calls.append(len(a[3])) or original(self, *a))
     problem = linear(dim=40, probability=1e-4)  # 6 (40 + 2) = 252 points a fit
     small = SubsetSimulation(n_samples=200, kernel=ResponseSurfaceSampling()).estimate(problem, seed=1)
     split = AdaptiveMultilevelSplitting(n_samples=200, n_killed=100, n_steps=1, n_replicas=2,
@@ -310,6 +310,137 @@ def test_a_chain_never_moves_by_a_surface_fitted_on_its_own_seed():
     se = math.sqrt(np.sum((counts - share * sizes) ** 2)) / sizes.sum()
     assert 4 * se < 0.25 * island  # the test can see the lean
     assert abs(share - island) < 4 * se, (share, island, se)
+
+
+@pytest.mark.parametrize("a", [0.5, 1.0, 1.5, 24.5, 200.0])
+@pytest.mark.parametrize("where", ["zero", "below mode", "at mode", "one sd beyond", "far tail"])
+def test_the_chi_square_range_is_drawn_exactly_by_rejection(a, where):
+    """Gamma(a) restricted to [c, inf) by rejection has the restricted law (Kolmogorov-Smirnov against SciPy)."""
+    from scipy.special import gammaincc
+
+    from scarce.kernels.surface import _upper_gamma
+
+    mode = max(a - 1.0, 0.0)
+    c = {"zero": 0.0, "below mode": 0.5 * mode, "at mode": mode, "one sd beyond": mode + math.sqrt(a) + 0.3,
+         "far tail": 3.0 * a + 15.0}[where]
+    rng = np.random.default_rng(int(10 * a) + len(where))
+    bounds = np.full(20_000, c)
+    bounds[::2] = c + 0.1  # two bounds in one call: each draw keeps its own
+    x = _upper_gamma(a, bounds, rng)
+    for bound, draws in ((c, x[1::2]), (c + 0.1, x[::2])):
+        assert draws.min() >= bound
+        tail = gammaincc(a, bound)
+        p = stats.kstest(draws, lambda v: (tail - gammaincc(a, v)) / tail).pvalue
+        assert p > 1e-4, (a, bound, p)
+
+
+def test_a_reused_fit_never_moves_a_chain_by_a_surface_fitted_on_its_own_seed(monkeypatch):
+    """The previous test across two levels: the second reuses the first's fit, whose rows hold its seeds.
+
+    The second level's seeds are the first level's (copies of rows the fit read); each half of
+    the chains must get the fit re-solved without its own seeds. With one fit of all the rows
+    for both halves (``without`` returning the whole fit), the island loses part of its share.
+    """
+    from scarce.kernels.response_surface import FitBasis
+
+    def score(x):
+        x = np.asarray(x, dtype=float)[:, 0]
+        return np.where(x > -2.5, x, 3.0)
+
+    def share_of_island(rng):
+        kernel = ResponseSurfaceSampling(min_agreement=1e-6)
+        counts, sizes, reused = [], [], 0
+        for _ in range(1500):
+            x = rng.standard_normal((40, 1))
+            seeds = x[score(x) >= 0.5]
+            first, stats_ = run_chains(kernel, seeds, score(seeds), 0.5, seeds.shape[0] * 8, 1.0,
+                                       lambda u, step: score(u), rng, sample=(x, score(x)))
+            flat = first.u.reshape(-1, 1)
+            second, stats2 = run_chains(kernel, seeds, score(seeds), 0.5, seeds.shape[0] * 8, 1.0,
+                                        lambda u, step: score(u), rng, sample=(flat, score(flat)),
+                                        previous=stats_.params)
+            reused += stats2.params.basis is not None and stats2.params.basis is stats_.params.basis
+            counts.append(np.count_nonzero(second.u[:, -1, 0] < -2.5))
+            sizes.append(seeds.shape[0])
+        counts, sizes = np.array(counts), np.array(sizes)
+        share = counts.sum() / sizes.sum()
+        return share, math.sqrt(np.sum((counts - share * sizes) ** 2)) / sizes.sum(), reused
+
+    island = stats.norm.cdf(-2.5) / (stats.norm.cdf(-2.5) + stats.norm.sf(0.5))
+    share, se, reused = share_of_island(np.random.default_rng(7))
+    assert reused > 1000  # the second level did reuse the first's fit
+    assert 4 * se < 0.25 * island
+    assert abs(share - island) < 4 * se, (share, island, se)
+    monkeypatch.setattr(FitBasis, "without", lambda self, out: self.coef)  # one fit of every row for both halves
+    leaning, se, _ = share_of_island(np.random.default_rng(7))
+    assert abs(leaning - island) > 4 * se, (leaning, island, se)
+
+
+def test_a_fit_carries_over_while_it_orders_the_new_level(monkeypatch):
+    """On a linear score one fit serves every level: the later levels' surfaces are the fresh fits'."""
+    import scarce.kernels.surface as surface_module
+
+    fits, surfaces = [], []
+    fresh = surface_module.cross_fitted_surfaces
+    monkeypatch.setattr(surface_module, "cross_fitted_surfaces", lambda *a: fits.append(1) or fresh(*a))
+    original = ResponseSurfaceSampling.refit
+
+    def refit(self, previous, params, seeds, u, score, threshold):
+        got = original(self, previous, params, seeds, u, score, threshold)
+        again = fresh(np.asarray(seeds), np.asarray(u), np.asarray(score, dtype=float), threshold, 0.9)[0]
+        surfaces.append((got.surfaces, again))
+        return got
+
+    monkeypatch.setattr(ResponseSurfaceSampling, "refit", refit)
+    result = SubsetSimulation(n_samples=1000, kernel=ResponseSurfaceSampling()).estimate(
+        linear(dim=20, probability=1e-6), seed=4)
+    assert result.status == "converged" and len(surfaces) >= 4
+    assert len(fits) == 1  # the kernel fitted the first level only; every later level reused that fit ...
+    for got, again in surfaces:  # ... and its surfaces are those a fresh fit of the level gives
+        for a, b in zip(got, again):
+            np.testing.assert_allclose(a.direction, b.direction, atol=1e-9)
+            assert a.offset / a.slope == pytest.approx(b.offset / b.slope, rel=1e-8)
+
+
+def test_a_fit_that_no_longer_orders_the_level_is_not_reused():
+    """New points the fit ranks the wrong way, or a failure outside its level: no reuse; the kernel fits anew."""
+    from scarce.kernels.response_surface import cross_fitted_surfaces, reused_surfaces
+
+    rng = np.random.default_rng(3)
+    direction = np.eye(6)[0]
+    u, score = _linear_sample(400, 6, rng, direction)
+    seeds = u[score >= 1.0]
+    (first, _), basis = cross_fitted_surfaces(seeds, u, score, 1.0, 0.9)
+    new = rng.standard_normal((400, 6))
+    assert reused_surfaces(basis, new[:5], new, 2.0 * (new @ direction) - 1.0, 1.5, 0.9) is not None
+    assert reused_surfaces(basis, new[:5], new, -2.0 * (new @ direction), 1.5, 0.9) is None
+    failing = 2.0 * (new @ direction) - 1.0
+    failing[np.argmin(failing)] = math.inf  # a failure the fitted level does not hold
+    assert reused_surfaces(basis, new[:5], new, failing, 1.5, 0.9) is None
+    kernel = ResponseSurfaceSampling()
+    previous = kernel.fit(kernel.tune(seeds, 1.0), seeds, u, score, 1.0)
+    mirrored = -2.0 * (new @ direction)
+    params = kernel.refit(previous, kernel.tune(new[:5], 1.0), new[:5], new, mirrored, 1.5)
+    assert params.basis is not previous.basis
+    np.testing.assert_allclose(params.surfaces[0].direction, -direction, atol=1e-9)
+
+
+def test_a_reused_fit_leaves_out_exactly_the_seeds_rows():
+    """``without`` is the least-squares fit of the rows kept, and refuses when too few are left."""
+    from scarce.kernels.response_surface import cross_fitted_surfaces
+
+    rng = np.random.default_rng(5)
+    u = rng.standard_normal((300, 3))
+    score = 0.5 + u @ np.array([1.0, -2.0, 0.5]) + 0.3 * np.einsum("ij,ij->i", u, u) + 0.2 * rng.standard_normal(300)
+    _, basis = cross_fitted_surfaces(u[score > 3.0], u, score, 3.0, 1e-6)
+    out = np.zeros(basis.u.shape[0], dtype=bool)
+    out[rng.choice(out.size, 70, replace=False)] = True
+    keep = ~out
+    design = np.column_stack([np.ones(keep.sum()), basis.u[keep], np.einsum("ij,ij->i", basis.u[keep], basis.u[keep])])
+    expected = np.linalg.lstsq(design, basis.y[keep], rcond=None)[0]
+    np.testing.assert_allclose(basis.without(out), expected, rtol=1e-9, atol=1e-12)
+    assert basis.without(np.zeros_like(out)) is basis.coef
+    assert basis.without(np.arange(out.size) >= 6 * 5 - 1) is None  # 29 rows left, 30 needed
 
 
 @pytest.mark.parametrize("dim", [3, 20, 100])

@@ -102,11 +102,12 @@ class Population:
 
 @dataclass(frozen=True)
 class ChainStats:
-    """Summary of one level's MCMC: acceptance rate, final scale, model evaluations."""
+    """Summary of one level's MCMC: acceptance rate, final scale, model evaluations, final kernel parameters."""
 
     acceptance_rate: float
     scale: float
     n_queries: int
+    params: KernelParams | None = None
 
 
 def chain_lengths(n_samples: int, n_chains: int) -> np.ndarray:
@@ -121,7 +122,7 @@ def run_chains(
     kernel: Kernel, seeds_u: np.ndarray, seeds_score: np.ndarray, threshold: float, n_samples: int, scale: float,
     evaluate: LatentEvaluate, rng: np.random.Generator, seeds_parent: np.ndarray | None = None,
     count_seeds: bool = True, seeds_key: np.ndarray | None = None, threshold_key: float = -math.inf,
-    sample: tuple[np.ndarray, np.ndarray] | None = None,
+    sample: tuple[np.ndarray, np.ndarray] | None = None, previous: KernelParams | None = None,
 ) -> tuple[Population, ChainStats]:
     """Grow ``n_samples`` states of N(0, I) restricted to a level from the seeds.
 
@@ -150,19 +151,19 @@ def run_chains(
     seeds_key, threshold_key : optional
         The seeds' tie-breaking keys (fresh uniform draws when omitted) and the boundary's
         (``-inf``: every tie at ``threshold`` is in the level).
-    sample : (ndarray, ndarray), optional
-        The previous level's points ``(n, d)`` and effective scores ``(n,)``, for :meth:`Kernel.fit`.
+    sample, previous : optional
+        The previous level's points ``(n, d)`` and effective scores ``(n,)``, and the parameters
+        its chains ended with (:attr:`ChainStats.params`), for :meth:`Kernel.refit`.
 
     Returns
     -------
-    (Population, ChainStats)
-    """
+    (Population, ChainStats)"""
     order = rng.permutation(seeds_u.shape[0])  # which seeds get the longer chains is random
     current_u, current_s, seed_score = seeds_u[order].copy(), seeds_score[order].copy(), seeds_score[order].copy()
     current_k = rng.random(order.size) if seeds_key is None else np.asarray(seeds_key, dtype=float)[order].copy()
     lengths = chain_lengths(n_samples, current_u.shape[0])  # counted states per chain
     u, score, key, mask = _states(current_u, current_s, current_k, lengths, count_seeds)
-    params, first = _level_params(kernel, current_u, scale, sample, threshold), int(count_seeds)
+    params, first = _level_params(kernel, current_u, scale, sample, threshold, previous), int(count_seeds)
     ahead = DrawnAhead.start(kernel, params, current_u, int(lengths[0]) - first, rng)  # None: step by step
     n_accepted = n_proposed = n_queries = 0
     for step, state in enumerate(range(first, int(lengths[0])), start=1):  # a counted seed is state 0
@@ -176,16 +177,16 @@ def run_chains(
     rate = n_accepted / n_proposed if n_proposed else math.nan
     parent = None if seeds_parent is None else np.asarray(seeds_parent)[order]
     population = Population(u=u, score=score, key=key, mask=mask, parent=parent, seed_score=seed_score)
-    return population, ChainStats(rate, params.scale, n_queries)
+    return population, ChainStats(rate, params.scale, n_queries, params)
 
 
 def _level_params(kernel: Kernel, seeds_u: np.ndarray, scale: float, sample: tuple[np.ndarray, np.ndarray] | None,
-                  threshold: float) -> KernelParams:
+                  threshold: float, previous: KernelParams | None = None) -> KernelParams:
     """The kernel's parameters for a level: tuned to its seeds, then fitted to ``sample`` when there is one."""
     params = checked_params(kernel, "tune", kernel.tune(seeds_u, scale))
     if sample is None:
         return params
-    return checked_params(kernel, "fit", kernel.fit(params, seeds_u, sample[0], sample[1], threshold))
+    return checked_params(kernel, "fit", kernel.refit(previous, params, seeds_u, sample[0], sample[1], threshold))
 
 
 def checked_params(kernel: Kernel, method: str, params: object) -> KernelParams:

@@ -54,7 +54,7 @@ from scarce.checks import check_flag, check_positive_int
 from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result, check_memory
 from scarce.estimators.chains import checked_params, propose_moves
-from scarce.kernels import ConditionalSampling, Kernel
+from scarce.kernels import ConditionalSampling, Kernel, KernelParams
 from scarce.levels import exceeds_budget
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
@@ -209,6 +209,7 @@ class _Replica:
         self.iterations: list[_Iteration] = []
         self.status, self.log_weight, self.first_failed, self.n_failed = "max_levels", 0.0, 0, 0
         self.queries, self.scale = 0, cfg.kernel.initial_scale
+        self.params: KernelParams | None = None  # the last iteration's kernel parameters (a fit may carry over)
 
     def draw(self, dim: int) -> np.ndarray:
         """The ``N`` first particles, independent draws of N(0, I)."""
@@ -240,10 +241,10 @@ class _Replica:
         parents = survivors[self.rng.integers(0, survivors.size, size=n_killed)]
         self.level, self.killed, self.accepted = level, killed, 0
         self.cur_u, self.cur_s = self.u[parents].copy(), self.score[parents].copy()
-        self.params = checked_params(cfg.kernel, "tune", cfg.kernel.tune(self.cur_u, self.scale))
+        previous, self.params = self.params, checked_params(cfg.kernel, "tune", cfg.kernel.tune(self.cur_u, self.scale))
         if cfg.kernel.can_fit(*self.u.shape):  # a kernel that fits its proposal reads every particle
-            self.params = checked_params(cfg.kernel, "fit",
-                                         cfg.kernel.fit(self.params, self.cur_u, self.u, self.score, level))
+            self.params = checked_params(cfg.kernel, "fit", cfg.kernel.refit(previous, self.params, self.cur_u, self.u,
+                                                                             self.score, level))
         return True
 
     def propose(self) -> tuple[np.ndarray, np.ndarray]:

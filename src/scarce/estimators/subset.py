@@ -711,6 +711,7 @@ class _Run:
             self.kernel, level.population.take_u(pick), flat_s[pick], choice.threshold, self.n_samples, scale, self.evaluate,
             self.rng, seeds_parent=level.population.chain_of_flat()[pick], count_seeds=self._counts_seeds(level.population),
             seeds_key=flat_k[pick], threshold_key=choice.key, sample=self._fit_sample(level.population),
+            previous=level.stats.params,
         )
         if self.origin_fixed:
             self.origin = self.origin[population.parent]

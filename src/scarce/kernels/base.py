@@ -100,11 +100,23 @@ class Kernel(ABC):
         :meth:`propose_weighted` will receive (the running chains are always a leading slice of
         them); ``u`` (shape ``(n, d)``) and ``score`` (effective scores, ``+inf`` for failures) are
         the points of the previous level, the seeds among them, and ``threshold`` is the boundary of
-        the level the chains move in. The driver calls it once per level, after :meth:`tune`; a
+        the level the chains move in. The drivers call it once per level, after :meth:`tune`, through
+        :meth:`refit`; a
         kernel that learns nothing from the points need not override it.  Pure: ``params`` is not
         changed.
         """
         return params
+
+    def refit(self, previous: KernelParams | None, params: KernelParams, seeds: np.ndarray, u: np.ndarray,
+              score: np.ndarray, threshold: float) -> KernelParams:
+        """:meth:`fit`, given the parameters the chains of the previous level ended with (None: none fitted).
+
+        What the drivers call: a kernel whose fit can carry over from one level to the next
+        (:class:`~scarce.kernels.ResponseSurfaceSampling` reuses a surface while it still orders
+        the new points) overrides this; the default is :meth:`fit`, ignoring ``previous``.
+        ``previous`` comes from the same run only, so a run stays a function of its seed.
+        """
+        return self.fit(params, seeds, u, score, threshold)
 
     def can_fit(self, n_points: int, dim: int) -> bool:
         """Whether :meth:`fit` could learn from ``n_points`` points in ``dim`` dimensions.

@@ -20,7 +20,7 @@ with fewer, a held-out check in hundreds of dimensions measures mostly the fit's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from scarce._rows import copies
 #: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
 #: within one, so the Hastings factors stay close to 1.
 GRID_CELLS = 1024
+#: Entries of a surface's guide table to its cells: about four a cell, so that few draws need a search.
+GUIDE_ENTRIES = 4 * GRID_CELLS
 #: Smallest ratio of the equilibrated normal equations' Cholesky pivots: below it the design is singular.
 MIN_PIVOT_RATIO = 1e-6
 #: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
@@ -63,6 +65,9 @@ class Surface:
     agreement : float
         ``recall x precision`` of this (refitted) surface's level on the points it was fitted to;
         the check against ``min_agreement`` was made on held-out points before the refit.
+    guide : ndarray, shape (GUIDE_ENTRIES,)
+        The first cell of each of ``GUIDE_ENTRIES`` equal slices of the cumulative probability
+        (Chen and Asau's guide table), from which :meth:`cells` starts its search.
     """
 
     direction: np.ndarray
@@ -73,6 +78,20 @@ class Surface:
     log_mass: np.ndarray
     cdf: np.ndarray
     agreement: float
+    guide: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.intp))
+
+    def cells(self, uniform: np.ndarray) -> np.ndarray:
+        """The cell of each uniform draw: ``searchsorted(cdf, uniform * cdf[-1], "right")``, the last cell at most.
+
+        Found from the guide table: the slice ``floor(uniform * GUIDE_ENTRIES)`` names the first
+        cell the draw can fall in, and only the draws whose cell lies further are searched, over
+        the whole table, so the result is that of the full search, draw for draw.
+        """
+        target = uniform * self.cdf[-1]
+        cell = self.guide[np.minimum((uniform * self.guide.size).astype(np.intp), self.guide.size - 1)]
+        further = self.cdf[cell] <= target
+        cell[further] = np.searchsorted(self.cdf, target[further], side="right")
+        return np.minimum(cell, self.cdf.size - 1)
 
     @property
     def dof(self) -> int:
@@ -99,6 +118,54 @@ class Surface:
         return np.where(inside, self.log_mass[np.where(inside, cell, 0).astype(np.intp)] - math.log(width), -math.inf)
 
 
+@dataclass(frozen=True)
+class FitBasis:
+    """The rows a fit read and their least-squares sums, kept so that later levels can reuse the fit.
+
+    Attributes
+    ----------
+    u : ndarray, shape (n, d)
+        The rows read, in the points' own dtype (their bytes find the copies of later seeds).
+    design, y, finite : ndarray
+        Their design rows ``(1, u, |u|^2)``, standardised scores and which scores are finite.
+    gram, moment : ndarray
+        The normal equations over the rows with a finite score, and ``coef`` their solution
+        (None: singular).
+    magnitude, shift, spread : float
+        The standardisation ``y = (score / magnitude - shift / magnitude) / spread``, ``shift``
+        the threshold of the level fitted.
+    """
+
+    u: np.ndarray
+    design: np.ndarray
+    y: np.ndarray
+    finite: np.ndarray
+    gram: np.ndarray
+    moment: np.ndarray
+    coef: np.ndarray | None
+    magnitude: float
+    shift: float
+    spread: float
+
+    def standardised(self, score: np.ndarray) -> np.ndarray:
+        """Scores (or thresholds) in the fit's units; a score beyond them becomes infinite, keeping its side."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (score / self.magnitude - self.shift / self.magnitude) / self.spread
+
+    def without(self, out: np.ndarray) -> np.ndarray | None:
+        """The coefficients fitted to the rows not ``out`` (``coef`` itself when ``out`` holds no finite row).
+
+        None when the rows left number fewer than :data:`ROWS_PER_COEFFICIENT` a coefficient, or
+        the equations are singular.
+        """
+        out = out & self.finite
+        if not out.any():
+            return self.coef
+        if np.count_nonzero(self.finite) - np.count_nonzero(out) < ROWS_PER_COEFFICIENT * self.design.shape[1]:
+            return None
+        return _solve(*_less(self.gram, self.moment, self.design, self.y, out))
+
+
 def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> np.ndarray:
     """``log P(kappa s >= r)`` for ``s`` chi-square with ``dof`` degrees of freedom (``s = 0`` when ``dof = 0``).
 
@@ -117,13 +184,44 @@ def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> 
 
 
 def cross_fitted_surfaces(seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
-                          min_agreement: float) -> tuple[Surface, Surface] | None:
-    """The surfaces of the first and the second half of the chains.
+                          min_agreement: float) -> tuple[tuple[Surface, Surface] | None, FitBasis | None]:
+    """The surfaces of the first and the second half of the chains, and the basis a later level may reuse.
 
-    Each is fitted to the points less every copy of its own chains' seeds.
+    Each is fitted to the points less every copy of its own chains' seeds. The basis is None
+    when a surface fails (the level is then the local kernel's).
     """
-    first, second = fit_surfaces(u, score, threshold, min_agreement, copies_of_seeds(u, seeds))
-    return None if first is None or second is None else (first, second)
+    (first, second), basis = _fit(u, score, threshold, min_agreement, copies_of_seeds(u, seeds))
+    return (None, None) if first is None or second is None else ((first, second), basis)
+
+
+def reused_surfaces(basis: FitBasis, seeds: np.ndarray, u: np.ndarray, score: np.ndarray, threshold: float,
+                    min_agreement: float) -> tuple[Surface, Surface] | None:
+    """The surface of ``basis``'s fit for a new level, for both halves of the chains, if it still describes the level.
+
+    The fitted function ``m`` is the score's, not the level's: only the threshold moves from one
+    level to the next, so a fit that read an earlier level's points serves as long as it orders
+    the new points (None: fit anew). It is re-solved without every copy of a seed among the
+    basis's rows, so that no chain moves by a surface fitted on its own seed (the rule of
+    :func:`cross_fitted_surfaces`); the basis's rows come from an earlier level, where few of the
+    seeds sit, so one fit can leave out the seeds of both halves. The surface must then pass the
+    check of a fresh fit on the new level's points ``u``, which the fit never read: ``recall x
+    precision`` of its level at least ``min_agreement``, and every failure inside it.
+    """
+    theta = float(basis.standardised(np.array([threshold], dtype=float))[0])
+    if not math.isfinite(theta):
+        return None
+    coef = basis.without(copies(basis.u, np.asarray(seeds, dtype=basis.u.dtype))[0])  # every seed's copies
+    if coef is None:
+        return None
+    total, dim = u.shape
+    picked = _evenly(total, max(FIT_ROWS, ROWS_PER_COEFFICIENT * (dim + 2)))
+    raw = np.asarray(score, dtype=float)[picked]
+    fitted = _design(u[picked]) @ coef
+    agreement = _agreement(fitted, basis.standardised(raw), theta)
+    if agreement < min_agreement or np.any(fitted[np.isposinf(raw)] < theta):
+        return None
+    surface = _surface(coef, theta, agreement)
+    return None if surface is None else (surface, surface)
 
 
 def split_point(n_seeds: int) -> int:
@@ -168,24 +266,41 @@ def fit_surfaces(u: np.ndarray, score: np.ndarray, threshold: float, min_agreeme
     measure the fit's noise. The scores are standardised over all the points read; the fitted
     level does not depend on that positive affine map.
     """
+    return _fit(u, score, threshold, min_agreement, left_out)[0]
+
+
+def _fit(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: float,
+         left_out: np.ndarray) -> tuple[list[Surface | None], FitBasis | None]:
+    """:func:`fit_surfaces`, and the :class:`FitBasis` of the rows it read (None: no surface, or no scale)."""
     total, dim = u.shape
     finite = np.isfinite(score)
     needed = ROWS_PER_COEFFICIENT * (dim + 2)
     kept = [int(np.count_nonzero(finite & ~mask)) for mask in left_out]
     usable = [count >= needed for count in kept]
     if not any(usable) or not math.isfinite(threshold):
-        return [None] * len(left_out)
+        return [None] * len(left_out), None
     fewest = min(int(np.count_nonzero(~mask)) for mask, ok in zip(left_out, usable) if ok)
-    n = min(total, math.ceil(max(FIT_ROWS, needed) * total / fewest))
-    picked = np.linspace(0, total - 1, n).astype(int) if n < total else np.arange(total)
+    picked = _evenly(total, math.ceil(max(FIT_ROWS, needed) * total / fewest))
     if not finite[picked].any():
-        return [None] * len(left_out)
+        return [None] * len(left_out), None
     design = _design(u[picked])
-    y, threshold = _standardised(score[picked], finite[picked], threshold), 0.0  # measured from the threshold
+    y, magnitude, spread = _standardised(score[picked], finite[picked], threshold)
+    n = picked.size
     parts = (slice(None, n // 2), slice(n // 2, None))
     sums = [_normal_equations(design[part], y[part], finite[picked][part]) for part in parts]
-    return [_checked_fit(design, y, threshold, min_agreement, mask[picked], finite[picked], parts, sums)
-            if ok else None for mask, ok in zip(left_out, usable)]
+    surfaces = [_checked_fit(design, y, 0.0, min_agreement, mask[picked], finite[picked], parts, sums)  # 0: the threshold
+                if ok else None for mask, ok in zip(left_out, usable)]
+    if any(surface is None for surface in surfaces) or not magnitude * spread > 0.0:
+        return surfaces, None
+    gram, moment = sums[0][0] + sums[1][0], sums[0][1] + sums[1][1]
+    basis = FitBasis(u[picked], design, y, finite[picked], gram, moment, _solve(gram, moment), magnitude, threshold,
+                     spread)
+    return surfaces, basis
+
+
+def _evenly(total: int, n: int) -> np.ndarray:
+    """``n`` row indices evenly spaced over ``total`` rows (all of them when ``n >= total``)."""
+    return np.linspace(0, total - 1, n).astype(int) if n < total else np.arange(total)
 
 
 def _design(u: np.ndarray) -> np.ndarray:
@@ -226,17 +341,19 @@ def _less(gram: np.ndarray, moment: np.ndarray, design: np.ndarray, y: np.ndarra
     return gram - rows.T @ rows, moment - rows.T @ y[out]
 
 
-def _standardised(score: np.ndarray, finite: np.ndarray, threshold: float) -> np.ndarray:
+def _standardised(score: np.ndarray, finite: np.ndarray, threshold: float) -> tuple[np.ndarray, float, float]:
     """Scores measured from the threshold (which becomes 0) in units of their spread, so the fit never overflows.
 
+    Returns them with the map's ``magnitude`` and ``spread``: ``y = (score / magnitude -
+    threshold / magnitude) / spread`` (``magnitude = 0``: every score and the threshold are 0).
     Levels are invariant under a positive affine map of the score, and so is the fitted level.
     """
     magnitude = max(float(np.max(np.abs(score[finite]))), abs(threshold))
     if magnitude == 0.0:
-        return np.where(finite, 0.0, score)
+        return np.where(finite, 0.0, score), 0.0, 1.0
     shifted = score / magnitude - threshold / magnitude  # each term in [-1, 1]: no overflow
     spread = float(np.std(shifted[finite]))
-    return shifted / spread if spread > 0.0 else shifted
+    return (shifted / spread, magnitude, spread) if spread > 0.0 else (shifted, magnitude, 1.0)
 
 
 def _normal_equations(design: np.ndarray, y: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -301,7 +418,9 @@ def _surface(coef: np.ndarray, threshold: float, agreement: float) -> Surface | 
     log_mass = None if grid is None else _cell_log_mass(partial, *grid)
     if log_mass is None:
         return None
-    return replace(partial, edges=grid[0], log_mass=log_mass, cdf=np.cumsum(np.exp(log_mass)))
+    cdf = np.cumsum(np.exp(log_mass))
+    guide = np.searchsorted(cdf, np.arange(GUIDE_ENTRIES) / GUIDE_ENTRIES * cdf[-1], side="right")
+    return replace(partial, edges=grid[0], log_mass=log_mass, cdf=cdf, guide=np.minimum(guide, cdf.size - 1))
 
 
 def _log_phi(t: np.ndarray) -> np.ndarray:

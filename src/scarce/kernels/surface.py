@@ -46,7 +46,14 @@ from scarce.checks import check_in_interval
 from scarce.errors import ScarceError
 from scarce.kernels.base import Kernel, KernelParams
 from scarce.kernels.conditional import ConditionalSampling
-from scarce.kernels.response_surface import ROWS_PER_COEFFICIENT, Surface, cross_fitted_surfaces, split_point
+from scarce.kernels.response_surface import (
+    ROWS_PER_COEFFICIENT,
+    FitBasis,
+    Surface,
+    cross_fitted_surfaces,
+    reused_surfaces,
+    split_point,
+)
 from scarce.normals import standard_normal
 
 __all__ = ["ResponseSurfaceSampling", "SurfaceParams", "draws_ahead", "global_move", "global_moves", "state_log_weights"]
@@ -58,12 +65,14 @@ class SurfaceParams(KernelParams):
 
     ``local`` is what the local kernel's :meth:`~Kernel.tune` or :meth:`~Kernel.adapted` returned,
     of whatever class (``scale`` and ``spread`` repeat its own); ``surfaces[0]`` moves the chains
-    before ``split``, ``surfaces[1]`` the others, each fitted without its chains' seeds.
+    before ``split``, ``surfaces[1]`` the others, each fitted without its chains' seeds; ``basis``
+    is the fit they come from, for the next level to reuse.
     """
 
     local: KernelParams | None = None
     surfaces: tuple[Surface, Surface] | None = None
     split: int = 0
+    basis: FitBasis | None = None
 
     @classmethod
     def wrapping(cls, local: KernelParams) -> SurfaceParams:
@@ -124,11 +133,20 @@ class ResponseSurfaceSampling(Kernel):
 
     def fit(self, params: KernelParams, seeds: np.ndarray, u: np.ndarray, score: np.ndarray,
             threshold: float) -> KernelParams:
+        return self.refit(None, params, seeds, u, score, threshold)
+
+    def refit(self, previous: KernelParams | None, params: KernelParams, seeds: np.ndarray, u: np.ndarray,
+              score: np.ndarray, threshold: float) -> KernelParams:
+        """The previous level's fit if it still orders this level's points (:func:`reused_surfaces`), else a new fit."""
         if not isinstance(params, SurfaceParams):
             params = SurfaceParams.wrapping(params)
-        surfaces = cross_fitted_surfaces(np.asarray(seeds), np.asarray(u), np.asarray(score, dtype=float),
-                                         float(threshold), self.min_agreement)
-        return replace(params, surfaces=surfaces, split=split_point(len(seeds)))
+        seeds, u, score = np.asarray(seeds), np.asarray(u), np.asarray(score, dtype=float)
+        basis = getattr(previous, "basis", None)
+        surfaces = None if basis is None else reused_surfaces(basis, seeds, u, score, float(threshold),
+                                                               self.min_agreement)
+        if surfaces is None:
+            surfaces, basis = cross_fitted_surfaces(seeds, u, score, float(threshold), self.min_agreement)
+        return replace(params, surfaces=surfaces, split=split_point(len(seeds)), basis=basis)
 
     def adapted(self, params: KernelParams, acceptance: float, step: int) -> KernelParams:
         if getattr(params, "surfaces", None) is not None:
@@ -217,11 +235,12 @@ def _draw(surfaces: tuple[Surface, ...], split: int, n_chains: int, n_steps: int
     uniforms = rng.random((3, n_steps, n_chains))
     log_weight = np.empty((n_steps, n_chains))
     for surface, chains in _blocks(surfaces, split, n_chains):
-        log_weight[:, chains] = _candidates(surface, w[:, chains], uniforms[:, :, chains], dtype)
+        log_weight[:, chains] = _candidates(surface, w[:, chains], uniforms[:, :, chains], dtype, rng)
     return (w if dtype == np.float64 else w.astype(dtype)), log_weight
 
 
-def _candidates(surface: Surface, w: np.ndarray, uniforms: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _candidates(surface: Surface, w: np.ndarray, uniforms: np.ndarray, dtype: np.dtype,
+                rng: np.random.Generator) -> np.ndarray:
     """Turn the normals ``w`` (any leading shape, ``d`` last) into candidates in place; the log weight of each.
 
     With ``p = w . v``, the candidate is ``f (w - p v) + t' v``: ``t'`` from the proposal's cells,
@@ -230,15 +249,15 @@ def _candidates(surface: Surface, w: np.ndarray, uniforms: np.ndarray, dtype: np
     ``log [phi(t') S(t') / q(t')]`` (``-inf`` where the range had no draw); for a candidate
     stored in float32 it is that of the rounded point.
     """
-    v, cdf = surface.direction, surface.cdf
-    cell = np.minimum(np.searchsorted(cdf, uniforms[0] * cdf[-1], side="right"), cdf.size - 1)
+    v = surface.direction
+    cell = surface.cells(uniforms[0])
     width = surface.edges[1] - surface.edges[0]
     t_new = surface.edges[cell] + width * uniforms[1]
     log_proposal = surface.log_mass[cell] - math.log(width)  # the density of the cell each t' was drawn in
     proj = w @ v
     if surface.dof and surface.curvature != 0.0:
         s_new, log_range, drawn = _draw_range(surface.residual(t_new) / surface.curvature, surface.curvature > 0.0,
-                                              surface.dof, uniforms[2])
+                                              surface.dof, uniforms[2], rng)
         across = np.sqrt(np.maximum(np.einsum("...j,...j->...", w, w) - proj * proj, 0.0))
         factor = np.sqrt(s_new) / np.where(across > 0.0, across, 1.0)
         w *= factor[..., None]
@@ -267,18 +286,58 @@ def _state_log_weight(surface: Surface, u: np.ndarray) -> np.ndarray:
     return np.where(surface.contains(t, s) & np.isfinite(log_weight), log_weight, -math.inf)
 
 
-def _draw_range(bound: np.ndarray, upper: bool, dof: int,
-                uniform: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``s`` chi-square restricted to ``[bound, inf)`` (``upper``) or ``[0, bound]``, by inverse CDF of ``uniform``.
+def _draw_range(bound: np.ndarray, upper: bool, dof: int, uniform: np.ndarray,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``s`` chi-square restricted to ``[bound, inf)`` (``upper``) or ``[0, bound]``.
 
-    Returns the draws (``bound`` where the range has no mass in double precision), the log mass
-    of the range and which draws exist.
+    The upper range is drawn by rejection (:func:`_upper_gamma`), the lower one by inverse CDF
+    of ``uniform``: both exact in law. Returns the draws (``bound`` where the range has no mass
+    in double precision), the log mass of the range and which draws exist.
     """
-    from scipy.special import gammainc, gammaincc, gammaincinv, gammainccinv
+    from scipy.special import gammainc, gammaincc, gammaincinv
 
     half, bound = 0.5 * dof, np.maximum(bound, 0.0)
     tail = (gammaincc if upper else gammainc)(half, 0.5 * bound)
-    s = 2.0 * (gammainccinv if upper else gammaincinv)(half, uniform * tail)
-    ok = (tail > 0.0) & np.isfinite(s)
+    ok = tail > 0.0
+    if upper:
+        s = bound.copy()
+        s[ok] = 2.0 * _upper_gamma(half, 0.5 * bound[ok], rng)
+    else:
+        s = 2.0 * gammaincinv(half, uniform * tail)
+        ok &= np.isfinite(s)
     with np.errstate(divide="ignore"):
         return np.where(ok, s, bound), np.log(tail), ok
+
+
+def _upper_gamma(a: float, c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    r"""Draws of Gamma(a, 1) restricted to ``[c, inf)``, one for each (finite, non-negative) ``c``, by rejection.
+
+    Below the mode (``c <= max(a - 1, 1/4)``) the proposal is the gamma itself, kept when it
+    lands above ``c`` (probability at least about one half). Beyond it the proposal is
+    ``c + E / lambda``, ``E`` exponential, at the rate that maximises the acceptance (Dagpunar 1978),
+    ``lambda = (c - a + sqrt((c - a)^2 + 4 c)) / (2 c)`` (1 when ``a <= 1``): the target over the
+    proposal is ``exp(r(x))`` up to a constant, ``r(x) = (a - 1) log x - (1 - lambda) x``, accepted
+    with probability ``exp(r(x) - r(x*))`` at its maximum ``x* = max(c, (a - 1) / (1 - lambda))``.
+    Every draw is exact; the inverse CDF it replaces (``gammainccinv``) costs several times more.
+    """
+    beyond = c > max(a - 1.0, 0.25)
+    rate, peak = np.ones(c.shape), c.copy()
+    if a > 1.0:  # then rate < 1 beyond the mode, and r peaks at (a - 1) / (1 - rate) when that exceeds c
+        far = c[beyond]
+        rate[beyond] = (far - a + np.sqrt((far - a) ** 2 + 4.0 * far)) / (2.0 * far)
+        peak[beyond] = np.maximum(far, (a - 1.0) / (1.0 - rate[beyond]))
+    out = np.empty(c.shape)
+    exponential, gamma = np.flatnonzero(beyond), np.flatnonzero(~beyond)
+    while exponential.size:
+        draw = c[exponential] + rng.standard_exponential(exponential.size) / rate[exponential]
+        top = peak[exponential]
+        log_accept = (a - 1.0) * np.log(draw / top) - (1.0 - rate[exponential]) * (draw - top)
+        kept = np.log(rng.random(exponential.size)) <= log_accept
+        out[exponential[kept]] = draw[kept]
+        exponential = exponential[~kept]
+    while gamma.size:
+        draw = rng.standard_gamma(a, gamma.size)
+        kept = draw >= c[gamma]
+        out[gamma[kept]] = draw[kept]
+        gamma = gamma[~kept]
+    return out
