@@ -15,6 +15,10 @@ is refitted on both halves and must hold every failure among those points. Other
 local kernel alone (adaptive conditional sampling by default), draw for draw as that kernel
 would. Fitting needs at least ``6 (d + 2)`` finite scores a level (:data:`ROWS_PER_COEFFICIENT`);
 with fewer, a held-out check in hundreds of dimensions measures mostly the fit's own noise.
+
+A fit keeps its rows and normal equations (:class:`FitBasis`), and the next level reuses it
+(:func:`reused_surfaces`) when, re-solved without every copy of that level's seeds among its
+rows, its level passes the same check on the new level's points, which it never read.
 """
 
 from __future__ import annotations

@@ -4,19 +4,22 @@ Markov chains inside a level are correlated, and that correlation (Au and Beck's
 what keeps Subset Simulation's CoV above the one independent samples would give (the benchmark
 page on splitting has the figures). Where the score is, in the standard-normal space, a linear
 function plus one isotropic curvature, the level can be sampled exactly, and where it is close to
-one, almost so. Before each level this kernel fits the response surface
+one, almost so. For each level this kernel has a fit of the response surface
 
 .. math:: m(u) = \alpha + \beta \cdot u + \kappa \lVert u \rVert^2
 
-by least squares to the finite scores of the previous level's points (Bucher and Bourgund
+by least squares to the finite scores of an earlier level's points (Bucher and Bourgund
 1990's response surface, with the single mean curvature of Breitung's second-order
-approximation; FORM is ``kappa = 0``). With ``v = beta / |beta|``, ``t = v . u`` and
-``w = u - t v``, the fitted level ``{m(u) >= b}`` is ``{|beta| t + kappa (t^2 + |w|^2) >= b -
-alpha}``: for each ``t`` a range of ``s = |w|^2``, whose law under N(0, I) is chi-square with
+approximation; FORM is ``kappa = 0``): ``m`` describes the score, not one level, so a fit carries
+over to the next level while it still orders the new points, and is made anew from the previous
+level's points when it does not (:meth:`ResponseSurfaceSampling.refit`). With
+``v = beta / |beta|``, ``t = v . u`` and ``w = u - t v``, the fitted level ``{m(u) >= b}`` is
+``{|beta| t + kappa (t^2 + |w|^2) >= b - alpha}``: for each ``t`` a range of ``s = |w|^2``, whose law under N(0, I) is chi-square with
 ``d - 1`` degrees of freedom, independent of ``t`` and of the direction of ``w``. A global move
 draws ``t'`` from a fine piecewise-constant approximation ``q`` of its marginal
 ``phi(t) S(t)`` (``S(t)`` the chi-square probability of the range), then ``s'`` exactly from the
-chi-square restricted to the range at ``t'``, and a uniformly random direction for ``w'``. Its
+chi-square restricted to the range at ``t'`` (by rejection, :func:`_upper_gamma`, or inverse
+CDF), and a uniformly random direction for ``w'``. Its
 Metropolis-Hastings factor is
 
 .. math:: \frac{\phi(t') S(t') / q(t')}{\phi(t) S(t) / q(t)}\, 1\{m(u) \ge b\},
@@ -217,13 +220,20 @@ def state_log_weights(surfaces: tuple[Surface, ...], split: int, u: np.ndarray) 
     could never propose it, so moving away from it would break detailed balance.
     """
     out = np.empty(u.shape[0])
-    for surface, rows in _blocks(surfaces, split, u.shape[0]):
+    for surface, rows in _blocks(surfaces, split, u.shape[0], merge=True):
         out[rows] = _state_log_weight(surface, u[rows])
     return out
 
 
-def _blocks(surfaces: tuple[Surface, ...], split: int, n: int) -> list[tuple[Surface, slice]]:
-    """``(surface, rows)`` for the non-empty blocks of chains: before ``split``, and the rest."""
+def _blocks(surfaces: tuple[Surface, ...], split: int, n: int, merge: bool = False) -> list[tuple[Surface, slice]]:
+    """``(surface, rows)`` for the non-empty blocks of chains: before ``split``, and the rest.
+
+    With ``merge``, one block when both halves move by one surface (a reused fit,
+    :func:`reused_surfaces`): the states' weights are one short pass. The candidates stay in
+    halves, whose temporaries fit the processor's cache better.
+    """
+    if merge and surfaces[0] is surfaces[-1]:
+        return [(surfaces[0], slice(0, n))] if n else []
     bounds = (slice(0, min(split, n)), slice(min(split, n), n))
     return [(surface, rows) for surface, rows in zip(surfaces, bounds) if rows.start < rows.stop]
 
