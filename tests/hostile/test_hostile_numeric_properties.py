@@ -824,3 +824,35 @@ def test_fit_surface_returns_a_surface_or_none_for_any_sample(n, dim, scale, thr
         candidate, log_factor = moved
         assert candidate.shape == state.shape and np.isfinite(candidate).all()
         assert not np.isnan(log_factor).any()
+
+
+@hostile
+@given(n=st.integers(0, 80), dim=st.integers(1, 4), scale=st.sampled_from(SCALES),
+       new_scale=st.sampled_from(SCALES), threshold=st.sampled_from([-math.inf, -1.0, 0.0, 1.0, math.inf, math.nan]),
+       failed=st.integers(0, 5), seeds=st.integers(0, 40), seed=st.integers(0, 2**31))
+def test_a_reused_fit_gives_surfaces_or_none_for_any_new_level(n, dim, scale, new_scale, threshold, failed, seeds,
+                                                                seed):
+    """A fit made on one sample, reused on another scored at another scale and threshold: surfaces or None."""
+    from scarce.kernels.response_surface import cross_fitted_surfaces, reused_surfaces
+    from scarce.kernels.surface import global_move
+
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(max(n, 40), dim))
+    with np.errstate(over="ignore"):
+        score = (u.sum(axis=1) + 0.3 * (u * u).sum(axis=1)) * scale
+    fitted = _expect_ok_or_scarce(lambda: cross_fitted_surfaces(u[score >= 0.0], u, score, 0.0, 0.9))
+    basis = None if fitted is None else fitted[1]
+    if basis is None:
+        return
+    new = np.concatenate([u[:seeds], rng.normal(size=(n, dim))])  # some rows of the fit among the new points
+    with np.errstate(over="ignore"):
+        new_score = (new.sum(axis=1) + 0.3 * (new * new).sum(axis=1)) * new_scale
+    new_score[:min(failed, n)] = math.inf
+    reused = _expect_ok_or_scarce(lambda: reused_surfaces(basis, new[:seeds], new, new_score, threshold, 0.9))
+    if reused is not None:
+        state = new[np.isposinf(new_score) | (new_score >= threshold)]
+        moved = _expect_ok_or_scarce(lambda: global_move(reused[0], state, rng))
+        assert moved is not None
+        candidate, log_factor = moved
+        assert candidate.shape == state.shape and np.isfinite(candidate).all()
+        assert not np.isnan(log_factor).any()
