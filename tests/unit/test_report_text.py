@@ -58,3 +58,16 @@ def test_the_report_gives_each_rulers_held_out_separation_beside_its_training_se
     context = report_context(preset, info, outcome)
     line = context["ruler separation on held-out seeds (in brackets: on the training seeds; AUC within a class)"]
     assert line == "boundary 0.950 (0.990), centroid 0.700 (0.970)"
+
+
+def test_a_table_right_under_its_heading_hides_its_repeated_caption(tmp_path):
+    """The caption repeats the heading for screen readers; on the page it shows only where text separates them."""
+    from scarce.reporting.html import write_html
+
+    report = tmp_path / "report.md"
+    report.write_text("# Run\n\n## Step 1\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Step 2\n\nSome words.\n\n"
+                      "| c |\n|---|\n| 3 |\n", encoding="utf-8")
+    page = write_html(report, "run").read_text(encoding="utf-8")
+    assert '<caption class="repeat">Step 1</caption>' in page
+    assert "<caption>Step 2</caption>" in page
+    assert "caption.repeat {" in page and "clip: rect(0 0 0 0)" in page

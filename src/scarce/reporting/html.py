@@ -27,6 +27,7 @@ h1 { border-bottom: 2px solid #3f51b5; padding-bottom: .3rem; }
 h2 { margin-top: 2.2rem; color: #283593; }
 table { border-collapse: collapse; margin: .8rem 0 1.2rem; font-size: .85rem; display: block; overflow-x: auto; }
 caption { caption-side: top; text-align: left; font-weight: 600; padding: .3rem 0; color: #444; }
+caption.repeat { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
 th, td { border: 1px solid #ccc; padding: .25rem .5rem; text-align: right; white-space: nowrap; }
 th { background: #eef0f8; cursor: pointer; position: sticky; top: 0; }
 td:first-child, th:first-child { text-align: left; }
@@ -67,14 +68,20 @@ def _embed_figures(body: str, base: Path) -> str:
 
 
 def _captions(body: str) -> str:
-    """Each ``<table>`` gets the text of the heading it sits under as its ``<caption>``."""
-    out, heading, last = [], "", 0
+    """Each ``<table>`` gets the text of the heading it sits under as its ``<caption>``.
+
+    A table right under its heading (nothing between them) would show the same words twice, so
+    its caption is there for screen readers and hidden on the page (class ``repeat``).
+    """
+    out, heading, last, heading_end = [], "", 0, -1
     for match in re.finditer(r"<h[1-4][^>]*>(.*?)</h[1-4]>|<table>", body, flags=re.S):
         if match.group(0).startswith("<h"):
-            heading = re.sub(r"<[^>]+>", "", match.group(1)).strip()
+            heading, heading_end = re.sub(r"<[^>]+>", "", match.group(1)).strip(), match.end()
             continue
+        repeat = bool(heading) and not body[heading_end:match.start()].strip()
+        attribute = ' class="repeat"' if repeat else ""
         out.append(body[last:match.end()])
-        out.append(f"<caption>{heading or 'Table'}</caption>")
+        out.append(f"<caption{attribute}>{heading or 'Table'}</caption>")
         last = match.end()
     out.append(body[last:])
     return "".join(out)
