@@ -425,6 +425,45 @@ def test_a_fit_that_no_longer_orders_the_level_is_not_reused():
     np.testing.assert_allclose(params.surfaces[0].direction, -direction, atol=1e-9)
 
 
+def test_a_reused_fit_is_checked_on_points_it_did_not_read():
+    """Points that are copies of the fit's rows say nothing about the new level: the check leaves them out.
+
+    The new level holds the fit's own rows, scored as before, and a few fresh points scored the
+    other way; over all of them the fitted level would pass (recall x precision above 0.9), over
+    the fresh ones it fails.
+    """
+    from scarce.kernels.response_surface import _agreement, _design, cross_fitted_surfaces, reused_surfaces
+
+    rng = np.random.default_rng(3)
+    direction = np.eye(6)[0]
+    u, score = _linear_sample(400, 6, rng, direction)
+    _, basis = cross_fitted_surfaces(rng.permutation(u[score >= 1.0]), u, score, 1.0, 0.9)
+    fresh = rng.standard_normal((12, 6))
+    new, new_score = np.concatenate([u, fresh]), np.concatenate([score, -2.0 * (fresh @ direction)])
+    theta = float(basis.standardised(np.array([1.5]))[0])
+    assert _agreement(_design(new) @ basis.coef, basis.standardised(new_score), theta) > 0.9  # in-sample: passes
+    assert reused_surfaces(basis, new[:0], new, new_score, 1.5, 0.9) is None
+    assert reused_surfaces(basis, new[:0], fresh, -2.0 * (fresh @ direction), 1.5, 0.9) is None
+
+
+def test_a_threshold_far_beyond_the_fit_is_fitted_anew_without_a_warning():
+    """A threshold a million times beyond the scores the fit read: None (fit anew), no overflow warning."""
+    from scarce.kernels.response_surface import cross_fitted_surfaces, reused_surfaces
+
+    rng = np.random.default_rng(8)
+    u = rng.standard_normal((600, 3))
+    score = np.einsum("ij,ij->i", u, u) + u[:, 0]
+    _, basis = cross_fitted_surfaces(rng.permutation(u[score >= 4.0]), u, score, 4.0, 0.9)
+    assert basis is not None and basis.coef[-1] != 0.0  # a curved fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for threshold in (-1e308, 1e308, 1e7 * basis.magnitude, math.nan, math.inf):
+            assert reused_surfaces(basis, u[:0], u, score, threshold, 1e-6) is None
+        fresh = rng.standard_normal((600, 3))  # the same score on points the fit did not read: reused
+        assert reused_surfaces(basis, u[:0], fresh, np.einsum("ij,ij->i", fresh, fresh) + fresh[:, 0], 5.0,
+                               0.9) is not None
+
+
 def test_a_reused_fit_leaves_out_exactly_the_seeds_rows():
     """``without`` is the least-squares fit of the rows kept, and refuses when too few are left."""
     from scarce.kernels.response_surface import cross_fitted_surfaces

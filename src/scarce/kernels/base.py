@@ -100,10 +100,9 @@ class Kernel(ABC):
         :meth:`propose_weighted` will receive (the running chains are always a leading slice of
         them); ``u`` (shape ``(n, d)``) and ``score`` (effective scores, ``+inf`` for failures) are
         the points of the previous level, the seeds among them, and ``threshold`` is the boundary of
-        the level the chains move in. The drivers call it once per level, after :meth:`tune`, through
-        :meth:`refit`; a
-        kernel that learns nothing from the points need not override it.  Pure: ``params`` is not
-        changed.
+        the level the chains move in. The drivers call it once per level, after :meth:`tune`,
+        through :meth:`refit`; a kernel that learns nothing from the points need not override it.
+        Pure: ``params`` is not changed.
         """
         return params
 

@@ -18,7 +18,8 @@ with fewer, a held-out check in hundreds of dimensions measures mostly the fit's
 
 A fit keeps its rows and normal equations (:class:`FitBasis`), and the next level reuses it
 (:func:`reused_surfaces`) when, re-solved without every copy of that level's seeds among its
-rows, its level passes the same check on the new level's points, which it never read.
+rows, its level passes the same check on the new level's points, less those it read and, for
+each half of the chains, that half's seeds.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from scarce._rows import copies
 #: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
 #: within one, so the Hastings factors stay close to 1.
 GRID_CELLS = 1024
+#: A reused fit serves thresholds up to this many times the largest score it read (beyond: fit anew).
+REUSE_RANGE = 1e6
 #: Entries of a surface's guide table to its cells: about four a cell, so that few draws need a search.
 GUIDE_ENTRIES = 4 * GRID_CELLS
 #: Smallest ratio of the equilibrated normal equations' Cholesky pivots: below it the design is singular.
@@ -207,21 +210,27 @@ def reused_surfaces(basis: FitBasis, seeds: np.ndarray, u: np.ndarray, score: np
     the new points (None: fit anew). It is re-solved without every copy of a seed among the
     basis's rows, so that no chain moves by a surface fitted on its own seed (the rule of
     :func:`cross_fitted_surfaces`); the basis's rows come from an earlier level, where few of the
-    seeds sit, so one fit can leave out the seeds of both halves. The surface must then pass the
-    check of a fresh fit on the new level's points ``u``, which the fit never read: ``recall x
-    precision`` of its level at least ``min_agreement``, and every failure inside it.
+    seeds sit, so one fit can leave out the seeds of both halves. Its level must then pass the
+    fresh fit's check on the new level's points ``u``, held out as there: for each half of the
+    chains, on the points that are neither copies of that half's seeds nor of rows the fit read,
+    ``recall x precision`` at least ``min_agreement``; and every failure must lie inside it. A
+    threshold beyond :data:`REUSE_RANGE` times the largest score the fit read is fitted anew: the
+    fit's units no longer describe it.
     """
-    theta = float(basis.standardised(np.array([threshold], dtype=float))[0])
-    if not math.isfinite(theta):
+    if not abs(threshold) <= REUSE_RANGE * basis.magnitude:  # also NaN
         return None
+    theta = float(basis.standardised(np.array([threshold], dtype=float))[0])
     coef = basis.without(copies(basis.u, np.asarray(seeds, dtype=basis.u.dtype))[0])  # every seed's copies
-    if coef is None:
+    if coef is None or not math.isfinite(theta):
         return None
     total, dim = u.shape
     picked = _evenly(total, max(FIT_ROWS, ROWS_PER_COEFFICIENT * (dim + 2)))
     raw = np.asarray(score, dtype=float)[picked]
-    fitted = _design(u[picked]) @ coef
-    agreement = _agreement(fitted, basis.standardised(raw), theta)
+    fitted, y = _design(u[picked]) @ coef, basis.standardised(raw)
+    seeds = np.asarray(seeds, dtype=u.dtype)
+    split = split_point(seeds.shape[0])
+    read, *own = copies(u[picked], basis.u.astype(u.dtype, copy=False), seeds[:split], seeds[split:])
+    agreement = min(_agreement(fitted[~(read | mine)], y[~(read | mine)], theta) for mine in own)
     if agreement < min_agreement or np.any(fitted[np.isposinf(raw)] < theta):
         return None
     surface = _surface(coef, theta, agreement)

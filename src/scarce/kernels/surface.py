@@ -240,7 +240,11 @@ def _blocks(surfaces: tuple[Surface, ...], split: int, n: int, merge: bool = Fal
 
 def _draw(surfaces: tuple[Surface, ...], split: int, n_chains: int, n_steps: int, dim: int, dtype: np.dtype,
           rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Candidates ``(n_steps, n_chains, d)`` (``d`` normals and three uniforms each) and their log weights."""
+    """Candidates ``(n_steps, n_chains, d)`` and their log weights.
+
+    Each takes ``d`` normals and three uniforms, and on a curved fitted level the rejection draws
+    of its squared length (:func:`_upper_gamma`; the third uniform serves a lower range).
+    """
     w = standard_normal(rng, (n_steps, n_chains, dim), np.float64)
     uniforms = rng.random((3, n_steps, n_chains))
     log_weight = np.empty((n_steps, n_chains))
@@ -275,10 +279,12 @@ def _candidates(surface: Surface, w: np.ndarray, uniforms: np.ndarray, dtype: np
     else:
         log_range, drawn = np.where(surface.residual(t_new) <= 0.0, 0.0, -math.inf), True
     w += (t_new - proj)[..., None] * v
-    if dtype != np.float64:  # the weight is that of the candidate as stored, after rounding
+    if dtype != np.float64:  # the weight is that of the candidate as stored, after rounding ...
         w[...] = w.astype(dtype)
         t_new = w @ v
         log_range, log_proposal = surface.log_range_probability(t_new), surface.log_proposal(t_new)
+        # ... and a candidate rounded out of the fitted level is never taken (as a state it would never move)
+        drawn = drawn & surface.contains(t_new, np.einsum("...j,...j->...", w, w) - t_new * t_new)
     with np.errstate(invalid="ignore"):
         log_weight = -0.5 * t_new * t_new + log_range - log_proposal
     return np.where(drawn & np.isfinite(log_weight), log_weight, -math.inf)
@@ -320,7 +326,10 @@ def _draw_range(bound: np.ndarray, upper: bool, dof: int, uniform: np.ndarray,
 
 
 def _upper_gamma(a: float, c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    r"""Draws of Gamma(a, 1) restricted to ``[c, inf)``, one for each (finite, non-negative) ``c``, by rejection.
+    r"""Draws of Gamma(a, 1) restricted to ``[c, inf)``, one for each ``c``, by rejection.
+
+    Each ``c`` must be finite and non-negative, with a tail probability above 0 in double
+    precision (:func:`_draw_range` passes only those): beyond it no draw would ever be accepted.
 
     Below the mode (``c <= max(a - 1, 1/4)``) the proposal is the gamma itself, kept when it
     lands above ``c`` (probability at least about one half). Beyond it the proposal is
