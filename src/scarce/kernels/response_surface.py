@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from scarce._rows import copies
+from scarce._rows import copies, member
 
 #: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
 #: within one, so the Hastings factors stay close to 1.
@@ -227,9 +227,12 @@ def reused_surfaces(basis: FitBasis, seeds: np.ndarray, u: np.ndarray, score: np
     picked = _evenly(total, max(FIT_ROWS, ROWS_PER_COEFFICIENT * (dim + 2)))
     raw = np.asarray(score, dtype=float)[picked]
     fitted, y = _design(u[picked]) @ coef, basis.standardised(raw)
-    seeds = np.asarray(seeds, dtype=u.dtype)
+    # which points the fit read or a half's chains start from, by their first coordinate: a
+    # continuous draw shares it with no other point, and a check on fewer points stays a check
+    first, seeds = u[picked, 0], np.asarray(seeds, dtype=u.dtype)
     split = split_point(seeds.shape[0])
-    read, *own = copies(u[picked], basis.u.astype(u.dtype, copy=False), seeds[:split], seeds[split:])
+    read = member(first, basis.u[:, 0].astype(u.dtype, copy=False))
+    own = (member(first, seeds[:split, 0]), member(first, seeds[split:, 0]))
     agreement = min(_agreement(fitted[~(read | mine)], y[~(read | mine)], theta) for mine in own)
     if agreement < min_agreement or np.any(fitted[np.isposinf(raw)] < theta):
         return None
