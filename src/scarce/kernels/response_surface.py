@@ -220,7 +220,8 @@ def reused_surfaces(basis: FitBasis, seeds: np.ndarray, u: np.ndarray, score: np
     if not abs(threshold) <= REUSE_RANGE * basis.magnitude:  # also NaN
         return None
     theta = float(basis.standardised(np.array([threshold], dtype=float))[0])
-    coef = basis.without(copies(basis.u, np.asarray(seeds, dtype=basis.u.dtype))[0])  # every seed's copies
+    seeds = np.asarray(seeds, dtype=basis.u.dtype)
+    coef = basis.without(copies(basis.u, seeds)[0])  # every copy of every seed
     if coef is None or not math.isfinite(theta):
         return None
     total, dim = u.shape
@@ -229,9 +230,8 @@ def reused_surfaces(basis: FitBasis, seeds: np.ndarray, u: np.ndarray, score: np
     fitted, y = _design(u[picked]) @ coef, basis.standardised(raw)
     # which points the fit read or a half's chains start from, by their first coordinate: a
     # continuous draw shares it with no other point, and a check on fewer points stays a check
-    first, seeds = u[picked, 0], np.asarray(seeds, dtype=u.dtype)
-    split = split_point(seeds.shape[0])
-    read = member(first, basis.u[:, 0].astype(u.dtype, copy=False))
+    first, split = u[picked, 0].astype(basis.u.dtype, copy=False), split_point(seeds.shape[0])
+    read = member(first, basis.u[:, 0])
     own = (member(first, seeds[:split, 0]), member(first, seeds[split:, 0]))
     agreement = min(_agreement(fitted[~(read | mine)], y[~(read | mine)], theta) for mine in own)
     if agreement < min_agreement or np.any(fitted[np.isposinf(raw)] < theta):
@@ -304,7 +304,8 @@ def _fit(u: np.ndarray, score: np.ndarray, threshold: float, min_agreement: floa
     n = picked.size
     parts = (slice(None, n // 2), slice(n // 2, None))
     sums = [_normal_equations(design[part], y[part], finite[picked][part]) for part in parts]
-    surfaces = [_checked_fit(design, y, 0.0, min_agreement, mask[picked], finite[picked], parts, sums)  # 0: the threshold
+    # the standardised threshold is 0
+    surfaces = [_checked_fit(design, y, 0.0, min_agreement, mask[picked], finite[picked], parts, sums)
                 if ok else None for mask, ok in zip(left_out, usable)]
     if any(surface is None for surface in surfaces) or not magnitude * spread > 0.0:
         return surfaces, None

@@ -14,8 +14,9 @@ approximation; FORM is ``kappa = 0``): ``m`` describes the score, not one level,
 over to the next level while it still orders the new points, and is made anew from the previous
 level's points when it does not (:meth:`ResponseSurfaceSampling.refit`). With
 ``v = beta / |beta|``, ``t = v . u`` and ``w = u - t v``, the fitted level ``{m(u) >= b}`` is
-``{|beta| t + kappa (t^2 + |w|^2) >= b - alpha}``: for each ``t`` a range of ``s = |w|^2``, whose law under N(0, I) is chi-square with
-``d - 1`` degrees of freedom, independent of ``t`` and of the direction of ``w``. A global move
+``{|beta| t + kappa (t^2 + |w|^2) >= b - alpha}``: for each ``t`` a range of ``s = |w|^2``,
+whose law under N(0, I) is chi-square with ``d - 1`` degrees of freedom, independent of ``t``
+and of the direction of ``w``. A global move
 draws ``t'`` from a fine piecewise-constant approximation ``q`` of its marginal
 ``phi(t) S(t)`` (``S(t)`` the chi-square probability of the range), then ``s'`` exactly from the
 chi-square restricted to the range at ``t'`` (by rejection, :func:`_upper_gamma`, or inverse
@@ -337,7 +338,7 @@ def _upper_gamma(a: float, c: np.ndarray, rng: np.random.Generator) -> np.ndarra
     ``lambda = (c - a + sqrt((c - a)^2 + 4 c)) / (2 c)`` (1 when ``a <= 1``): the target over the
     proposal is ``exp(r(x))`` up to a constant, ``r(x) = (a - 1) log x - (1 - lambda) x``, accepted
     with probability ``exp(r(x) - r(x*))`` at its maximum ``x* = max(c, (a - 1) / (1 - lambda))``.
-    Every draw is exact; the inverse CDF it replaces (``gammainccinv``) costs several times more.
+    Every draw is exact, and cheaper than the inverse CDF (``gammainccinv``).
     """
     beyond = c > max(a - 1.0, 0.25)
     rate, peak = np.ones(c.shape), c.copy()
