@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["copies", "member", "row_keys"]
+__all__ = ["copies", "first_order", "member", "row_keys"]
 
 #: :func:`copies` compares pairs of rows directly while they number at most this many per row.
 PAIRS_PER_ROW = 4
@@ -25,20 +25,26 @@ def row_keys(rows: np.ndarray) -> np.ndarray:
     return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
 
 
-def member(values: np.ndarray, of: np.ndarray) -> np.ndarray:
+def member(values: np.ndarray, of: np.ndarray, presorted: bool = False) -> np.ndarray:
     """Whether each of ``values`` equals one of ``of``: ``np.isin`` by a binary search of ``of`` sorted.
 
-    ``np.isin`` sorts both arrays together; here only ``of`` (typically the few: seeds) is sorted.
+    ``np.isin`` sorts both arrays together; here only ``of`` (typically the few: seeds) is sorted,
+    and not even that when the caller says it is (``presorted``: ascending already).
     Works for numbers and for :func:`row_keys`.
     """
     if of.size == 0:
         return np.zeros(values.shape, dtype=bool)
-    table = np.sort(of)
+    table = of if presorted else np.sort(of)
     found = table[np.minimum(np.searchsorted(table, values), table.size - 1)]
     return found == values
 
 
-def copies(rows: np.ndarray, *groups: np.ndarray) -> np.ndarray:
+def first_order(rows: np.ndarray) -> np.ndarray:
+    """The stable argsort of a 2-D array's first column: the order :func:`copies` searches ``rows`` in."""
+    return np.argsort(np.ascontiguousarray(rows[:, 0]), kind="stable")
+
+
+def copies(rows: np.ndarray, *groups: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
     """Masks ``(len(groups), n)``: whether each row of ``rows`` is a byte-for-byte copy of some row of each group.
 
     ``rows``' first column is sorted once, and each row of a group finds, by a binary
@@ -48,12 +54,13 @@ def copies(rows: np.ndarray, *groups: np.ndarray) -> np.ndarray:
     rows that share a first value with the group are compared by
     :func:`member` of :func:`row_keys` instead, whose cost does not grow with the pairs. The groups
     are typically the few (seeds) and ``rows`` the many (a level's points); all are 2-D arrays of
-    one dtype and width.
+    one dtype and width. ``order``, when given, must be ``rows``' first column's stable argsort
+    (:func:`first_order`), kept by a caller that asks about the same rows again.
     """
     out = np.zeros((len(groups), rows.shape[0]), dtype=bool)
     if rows.shape[0] == 0:
         return out
-    order = np.argsort(np.ascontiguousarray(rows[:, 0]), kind="stable")
+    order = first_order(rows) if order is None else order
     column, words = rows[order, 0], np.dtype(f"u{rows.itemsize}")
     for mask, group in zip(out, groups):
         if group.shape[0] == 0:

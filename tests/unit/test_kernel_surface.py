@@ -611,3 +611,36 @@ def test_a_local_kernel_keeps_its_own_parameter_class():
     a = SubsetSimulation(n_samples=500, kernel=Damped()).estimate(problem, seed=4)
     b = SubsetSimulation(n_samples=500, kernel=ResponseSurfaceSampling(local=Damped())).estimate(problem, seed=4)
     assert a.probability == b.probability and a.cov == b.cov and a.n_queries == b.n_queries
+
+
+@pytest.mark.parametrize("shape", ["smooth", "zero cells", "one cell", "steep"])
+def test_the_guide_table_is_the_search_of_each_slice_start_and_cells_match_a_full_search(shape):
+    """The guide entry of slice ``j`` is ``searchsorted(cdf, j / G cdf[-1], "right")``, and cells() gives the full search's cell."""
+    from scarce.kernels.response_surface import _SLICES, GUIDE_ENTRIES, _guide, fit_surface
+
+    rng = np.random.default_rng(len(shape))
+    mass = {"smooth": np.exp(-0.5 * np.linspace(-4, 4, 1024) ** 2), "zero cells": np.where(rng.random(1024) < 0.7, 0.0, 1.0),
+            "one cell": np.eye(1024)[517], "steep": np.exp(rng.normal(0.0, 25.0, 1024))}[shape]
+    cdf = np.cumsum(mass)
+    expected = np.minimum(np.searchsorted(cdf, np.arange(GUIDE_ENTRIES) / GUIDE_ENTRIES * cdf[-1], side="right"), 1023)
+    assert np.array_equal(_guide(cdf), expected)
+    assert np.array_equal(_SLICES * GUIDE_ENTRIES, np.arange(GUIDE_ENTRIES))
+    u, score = _linear_sample(4000, 6, rng, np.eye(6)[0])
+    surface = fit_surface(u, score + 0.3 * np.sum(u * u, axis=1), 0.5, 0.5)
+    assert surface is not None
+    from dataclasses import replace
+
+    surface = replace(surface, cdf=cdf, guide=_guide(cdf))
+    uniform = np.concatenate([rng.random(50_000), np.arange(GUIDE_ENTRIES) / GUIDE_ENTRIES, [0.0, np.nextafter(1.0, 0.0)]])
+    full = np.minimum(np.searchsorted(cdf, uniform * cdf[-1], side="right"), 1023)
+    assert np.array_equal(surface.cells(uniform), full)
+
+
+def test_the_fitted_values_without_a_design_equal_the_designs_product():
+    from scarce.kernels.response_surface import _design, _fitted
+
+    rng = np.random.default_rng(7)
+    for dtype in (np.float64, np.float32):
+        u = rng.standard_normal((300, 9)).astype(dtype)
+        coef = rng.standard_normal(11)
+        np.testing.assert_allclose(_fitted(u, coef), _design(u) @ coef, rtol=1e-12, atol=1e-12)

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
-from scarce._rows import copies, member
+from scarce._rows import copies, first_order, member
 
 #: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
 #: within one, so the Hastings factors stay close to 1.
@@ -50,6 +51,8 @@ LOG_RANGE = 40.0
 T_SPAN = 40.0
 #: ... in two passes of this many points, the second over the range the first found.
 COARSE_POINTS = 257
+#: :data:`GUIDE_ENTRIES` slice starts of ``[0, 1)``, exact in binary (the count is a power of two).
+_SLICES = np.arange(GUIDE_ENTRIES) / GUIDE_ENTRIES
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,16 @@ class FitBasis:
             return None
         return _solve(*_less(self.gram, self.moment, self.design, self.y, out))
 
+    @cached_property
+    def order(self) -> np.ndarray:
+        """The rows' order by their first coordinate (:func:`scarce._rows.first_order`), sorted once for every level."""
+        return first_order(self.u)
+
+    @cached_property
+    def first(self) -> np.ndarray:
+        """The rows' first coordinates, ascending: which of a new level's points the fit read."""
+        return self.u[self.order, 0]
+
 
 def _log_range_probability(residual: np.ndarray, curvature: float, dof: int) -> np.ndarray:
     """``log P(kappa s >= r)`` for ``s`` chi-square with ``dof`` degrees of freedom (``s = 0`` when ``dof = 0``).
@@ -221,17 +234,17 @@ def reused_surfaces(basis: FitBasis, seeds: np.ndarray, u: np.ndarray, score: np
         return None
     theta = float(basis.standardised(np.array([threshold], dtype=float))[0])
     seeds = np.asarray(seeds, dtype=basis.u.dtype)
-    coef = basis.without(copies(basis.u, seeds)[0])  # every copy of every seed
+    coef = basis.without(copies(basis.u, seeds, order=basis.order)[0])  # every copy of every seed
     if coef is None or not math.isfinite(theta):
         return None
     total, dim = u.shape
     picked = _evenly(total, max(FIT_ROWS, ROWS_PER_COEFFICIENT * (dim + 2)))
     raw = np.asarray(score, dtype=float)[picked]
-    fitted, y = _design(u[picked]) @ coef, basis.standardised(raw)
+    fitted, y = _fitted(u[picked], coef), basis.standardised(raw)
     # which points the fit read or a half's chains start from, by their first coordinate: a
     # continuous draw shares it with no other point, and a check on fewer points stays a check
     first, split = u[picked, 0].astype(basis.u.dtype, copy=False), split_point(seeds.shape[0])
-    read = member(first, basis.u[:, 0])
+    read = member(first, basis.first, presorted=True)
     own = (member(first, seeds[:split, 0]), member(first, seeds[split:, 0]))
     agreement = min(_agreement(fitted[~(read | mine)], y[~(read | mine)], theta) for mine in own)
     if agreement < min_agreement or np.any(fitted[np.isposinf(raw)] < theta):
@@ -327,6 +340,12 @@ def _design(u: np.ndarray) -> np.ndarray:
     design[:, 1:-1] = u
     design[:, -1] = np.einsum("ij,ij->i", design[:, 1:-1], design[:, 1:-1])
     return design
+
+
+def _fitted(u: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """``alpha + beta . u + kappa |u|^2`` for each row of ``u``: the design's product, without building the design."""
+    x = np.asarray(u, dtype=float)
+    return coef[0] + x @ coef[1:-1] + coef[-1] * np.einsum("ij,ij->i", x, x)
 
 
 def _checked_fit(design: np.ndarray, y: np.ndarray, threshold: float, min_agreement: float, out: np.ndarray,
@@ -436,8 +455,20 @@ def _surface(coef: np.ndarray, threshold: float, agreement: float) -> Surface | 
     if log_mass is None:
         return None
     cdf = np.cumsum(np.exp(log_mass))
-    guide = np.searchsorted(cdf, np.arange(GUIDE_ENTRIES) / GUIDE_ENTRIES * cdf[-1], side="right")
-    return replace(partial, edges=grid[0], log_mass=log_mass, cdf=cdf, guide=np.minimum(guide, cdf.size - 1))
+    return replace(partial, edges=grid[0], log_mass=log_mass, cdf=cdf, guide=_guide(cdf))
+
+
+def _guide(cdf: np.ndarray) -> np.ndarray:
+    """Chen and Asau's guide table: for each slice start ``x_j = (j / GUIDE_ENTRIES) cdf[-1]``, the first cell with ``cdf > x_j``.
+
+    That is ``searchsorted(cdf, x, "right")``, counted the other way round: cell ``i`` has
+    ``cdf[i] <= x_j`` exactly for the slices ``j >= m_i``, ``m_i`` the number of starts below
+    ``cdf[i]``, so the entry of slice ``j`` is the number of cells with ``m_i <= j``. One search
+    of the cells among the starts, instead of one of each start among the cells.
+    """
+    starts = _SLICES * cdf[-1]
+    below = np.searchsorted(starts, cdf, side="left")
+    return np.minimum(np.cumsum(np.bincount(below, minlength=GUIDE_ENTRIES + 1)[:GUIDE_ENTRIES]), cdf.size - 1)
 
 
 def _log_phi(t: np.ndarray) -> np.ndarray:
