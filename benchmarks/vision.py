@@ -239,6 +239,10 @@ def main() -> None:
                              "kernel of that registry name (acs, mma, surface), level probability P0 "
                              "(default 0.1) and first level FIRST (mc or lhs; default the baseline's); repeat for "
                              "several settings")
+    parser.add_argument("--target-acceptance", type=float, default=None, metavar="A",
+                        help="acceptance rate the Subset Simulation runs (margin and rulers) steer their aCS scale "
+                             "toward (default: the preset's methods.target_acceptance); the run directory's "
+                             "stored results are read as they are")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="preset overrides, as given to `scarce vision --set` for the run directory")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
@@ -292,7 +296,7 @@ def _subset_method(baseline: str, spec: str, settings) -> tuple[str, object, str
     kernel, ``p0`` and first level (``mc`` or ``lhs``; default the baseline's).
 
     Its other settings are the baseline's (level cap, latent precision, stopping and
-    seed-counting rules), so the row differs from the baseline only in what its spec names.
+    seed-counting rules, and for ``acs`` the target acceptance), so the row differs from the baseline only in what its spec names.
     """
     from scarce import SubsetSimulation
 
@@ -307,6 +311,10 @@ def _subset_method(baseline: str, spec: str, settings) -> tuple[str, object, str
         raise SystemExit(f"--subset must be an integer N, a kernel name and optionally a level probability and a "
                          f"first level (mc or lhs), got {spec!r}") from None
     kernel = _kernel(fields[1:2], spec, "--subset")
+    if kernel.name == "acs":  # the baseline's target acceptance (methods.target_acceptance)
+        from scarce.kernels import ConditionalSampling
+
+        kernel = ConditionalSampling(target_acceptance=settings.target_acceptance)
     score = "surrogate margin" if baseline == "ss_surrogate" else "margin"
     label = f"Subset N={n} {kernel.name}" + (f" p0={p0:g}" if len(fields) > 2 else "")
     label += f" {first}" if len(fields) > 3 else ""
@@ -454,7 +462,9 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     frame = result_rows(run.store)
     rulers = _choose_rulers(args.rulers, frame)
     truth = frame[frame.stage == "smc"].set_index("seed_index")
-    settings = MethodSettings(ss_samples=args.n_samples, max_levels=12)
+    settings = MethodSettings(ss_samples=args.n_samples, max_levels=12,
+                              target_acceptance=preset.methods.target_acceptance if args.target_acceptance is None
+                              else args.target_acceptance)
 
     chosen, dense = _choose_seeds(args, context, truth, preset)
 

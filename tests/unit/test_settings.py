@@ -107,3 +107,25 @@ def test_presets_read_from_files_are_the_configurations_run_directories_were_mad
     if app == "llm-plateau":
         preset = replace(preset, tie_break=False)
     assert config_fingerprint(preset.config()) == fingerprint
+
+
+def test_the_vision_target_acceptance_reaches_the_kernel_and_is_stored_only_when_changed():
+    """``methods.target_acceptance`` sets aCS's target in every Subset Simulation of a vision run; at
+    0.35 (the engine's default, the behaviour of earlier run directories) it is not stored, so they resume."""
+    from scarce.applications.vision.methods import MethodSettings, _estimator
+    from scarce.applications.vision.protocol import get_preset, parse_overrides
+
+    assert _estimator("ss_margin", MethodSettings()).kernel.target_acceptance == 0.35
+    assert _estimator("scarce:centroid", MethodSettings(target_acceptance=0.5)).kernel.target_acceptance == 0.5
+    assert "target_acceptance" not in get_preset("quick").config()["methods"]
+    changed = get_preset("quick", **parse_overrides(["methods.target_acceptance=0.5"], "quick"))
+    assert changed.config()["methods"]["target_acceptance"] == 0.5
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, -0.2, float("nan"), "0.5"])
+def test_a_vision_target_acceptance_outside_zero_one_is_refused_by_name(value):
+    from scarce.applications.vision.methods import MethodSettings
+    from scarce.errors import ScarceError
+
+    with pytest.raises(ScarceError, match="methods.target_acceptance"):
+        MethodSettings(target_acceptance=value)

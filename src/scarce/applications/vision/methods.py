@@ -63,6 +63,9 @@ class MethodSettings:
     # Seeds count among a level's samples only when they are independent draws (level 1); from
     # deeper levels they are chain states and are only moved from (scarce.estimators.subset).
     count_seeds: str = "independent"
+    # Acceptance rate adaptive conditional sampling steers its scale toward in Subset Simulation
+    # (scarce.kernels.ConditionalSampling; 0.35 is the engine's default).
+    target_acceptance: float = 0.35
     amls_samples: int = 1000
     amls_steps: int = 250
 
@@ -84,6 +87,8 @@ class MethodSettings:
                 raise ScarceError(f"methods.{name}: {error}") from None
             object.__setattr__(self, name, n)
         object.__setattr__(self, "stop_factor", check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0))
+        object.__setattr__(self, "target_acceptance", check_in_interval(
+            "methods.target_acceptance", self.target_acceptance, 0.0, 1.0, low_open=True, high_open=True))
         check_count_seeds(self.count_seeds)
         if self.first_level not in _FIRST_LEVELS:
             raise ScarceError(f"methods.first_level must be one of {_FIRST_LEVELS}, got {self.first_level!r}")
@@ -105,6 +110,7 @@ def display_name(key: str) -> str:
 
 def _estimator(key: str, settings: MethodSettings) -> Any:
     from scarce.estimators import MonteCarlo, SubsetSimulation
+    from scarce.kernels import ConditionalSampling
 
     if key == "smc":
         return MonteCarlo(n_samples=settings.smc_samples, batch_size=settings.smc_batch, dtype=settings.latent_dtype)
@@ -116,7 +122,8 @@ def _estimator(key: str, settings: MethodSettings) -> Any:
     return SubsetSimulation(n_samples=settings.ss_samples, level_probability=settings.level_probability,
                             max_levels=settings.max_levels, first_level=settings.first_level,
                             dtype=settings.latent_dtype, stop_factor=settings.stop_factor,
-                            count_seeds=settings.count_seeds)
+                            count_seeds=settings.count_seeds,
+                            kernel=ConditionalSampling(target_acceptance=settings.target_acceptance))
 
 
 def run_method(

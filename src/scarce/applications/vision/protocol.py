@@ -132,7 +132,7 @@ class VisionPreset:
         A field added after run directories existed is stored only when it differs from the
         behaviour those runs had, so they stay resumable: ``conditioning`` when not ``"none"``,
         ``n_runs``, ``truth_samples``, ``min_truth_failures`` and ``access`` when not at their
-        defaults. The surrogate's settings are stored only under label-only access, the one
+        defaults, ``methods.target_acceptance`` when not 0.35. The surrogate's settings are stored only under label-only access, the one
         access that trains a surrogate, and only when it learns from the target's answers
         (``surrogate_queries > 0``): label-only runs made before trained it on the training set alone.
         """
@@ -147,6 +147,9 @@ class VisionPreset:
         for name, default in _LATER_FIELDS.items():
             if data[name] == default:
                 data.pop(name)
+        for name, default in _LATER_METHODS.items():
+            if data["methods"][name] == default:
+                data["methods"].pop(name)
         return data
 
 
@@ -180,6 +183,9 @@ def _ruler_names(key: str, names: Any) -> tuple[str, ...]:
 _LATER_FIELDS = {"conditioning": "none", "n_runs": 1, "truth_samples": 0, "min_truth_failures": 0,
                  "access": "logits", "feature_rulers": ["boundary"]}
 
+
+#: The same for fields of ``methods`` added after run directories existed.
+_LATER_METHODS = {"target_acceptance": 0.35}
 
 #: Integer fields of a preset and their smallest allowed value.
 _PRESET_INTS = {"n_candidates": 1, "n_screen": 1, "n_eval": 1, "n_runs": 1, "top_k": 1, "n_train_seeds": 1,
