@@ -240,9 +240,9 @@ def main() -> None:
                              "(default 0.1) and first level FIRST (mc or lhs; default the baseline's); repeat for "
                              "several settings")
     parser.add_argument("--target-acceptance", type=float, default=None, metavar="A",
-                        help="acceptance rate the Subset Simulation runs (margin and rulers) steer their aCS scale "
-                             "toward (default: the preset's methods.target_acceptance); the run directory's "
-                             "stored results are read as they are")
+                        help="acceptance rate the measured Subset Simulation runs (margin, rulers, zero seeds and "
+                             "--subset rows with acs) steer their aCS scale toward (default: the preset's "
+                             "methods.target_acceptance); the run directory's stored results are read as they are")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="preset overrides, as given to `scarce vision --set` for the run directory")
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
@@ -250,13 +250,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--dump", default=None, help="write every run's estimate, interval and flags here (JSON lines)")
     args = parser.parse_args()
-    if args.first_rep < 0:
-        parser.error(f"--first-rep must be 0 or more, got {args.first_rep}")
-    if args.reps < 2:
-        parser.error(f"--reps must be at least 2 (a seed's CoV is measured across its runs), got {args.reps}")
-    if args.truth_samples and args.truth_samples < args.smc_samples:
-        parser.error(f"--truth-samples must be 0 (the choosing run's count) or at least --smc-samples "
-                     f"({args.smc_samples}), got {args.truth_samples}")
+    _check_args(parser, args)
 
     import torch
 
@@ -270,6 +264,19 @@ def main() -> None:
     # ruler's score and slow torch's threads (ocsvm forward passes 131 against 40 us per query)
     with blas_threads(1):
         _measure(args, preset_overrides=parse_overrides(args.set, args.preset))
+
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse bad option values before any model or Monte Carlo work."""
+    if args.first_rep < 0:
+        parser.error(f"--first-rep must be 0 or more, got {args.first_rep}")
+    if args.reps < 2:
+        parser.error(f"--reps must be at least 2 (a seed's CoV is measured across its runs), got {args.reps}")
+    if args.truth_samples and args.truth_samples < args.smc_samples:
+        parser.error(f"--truth-samples must be 0 (the choosing run's count) or at least --smc-samples "
+                     f"({args.smc_samples}), got {args.truth_samples}")
+    if args.target_acceptance is not None and not 0.0 < args.target_acceptance < 1.0:
+        parser.error(f"--target-acceptance must lie strictly between 0 and 1, got {args.target_acceptance}")
 
 
 def _splitting_method(baseline: str, spec: str, dtype: str) -> tuple[str, object, str]:
@@ -482,7 +489,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     _print_honesty(honesty, args.reps, len(chosen))
     _print_time_split(rows)
     _print_draw_floor(rows, int(np.asarray(context.seed_images[0]).size), settings.latent_dtype)
-    _check_zero_seeds(args, context, truth, rulers)
+    _check_zero_seeds(args, context, truth, rulers, settings.target_acceptance)
 
 
 def _choose_rulers(spec: str, frame) -> list[str]:
@@ -589,7 +596,7 @@ def _print_time_split(rows: list[_Row]) -> None:
           "update; level-0 draws: the first level's N samples; engine other: levels, chains, bookkeeping)")
 
 
-def _check_zero_seeds(args: argparse.Namespace, context, truth, rulers: list[str]) -> None:
+def _check_zero_seeds(args: argparse.Namespace, context, truth, rulers: list[str], target: float) -> None:
     """Print how ruler-guided runs end on seeds with no Monte Carlo failure: they must give 0 or a flagged
     partial result."""
     from scarce.applications.vision.methods import MethodSettings, run_method
@@ -601,7 +608,8 @@ def _check_zero_seeds(args: argparse.Namespace, context, truth, rulers: list[str
         image, label = context.seed_images[i], int(context.seed_labels[i])
         for r in rulers:
             result, _ = run_method(f"scarce:{r}", context.model, image, label, context.noise,
-                                   MethodSettings(ss_samples=1000, max_levels=8), rulers=context.rulers,
+                                   MethodSettings(ss_samples=1000, max_levels=8, target_acceptance=target),
+                                   rulers=context.rulers,
                                    seed=1000 * args.first_rep + i)
             if result.probability == 0:
                 counts["zero"] += 1

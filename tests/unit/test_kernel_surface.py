@@ -644,3 +644,25 @@ def test_the_fitted_values_without_a_design_equal_the_designs_product():
         u = rng.standard_normal((300, 9)).astype(dtype)
         coef = rng.standard_normal(11)
         np.testing.assert_allclose(_fitted(u, coef), _design(u) @ coef, rtol=1e-12, atol=1e-12)
+
+
+def test_a_kept_order_and_a_presorted_table_give_the_same_answers_as_sorting_anew():
+    """``copies(order=first_order(rows))`` and ``member(presorted=True)`` are the plain calls, for both dtypes;
+    a fit's basis keeps that order and its sorted first column, recomputed for a replaced ``u``."""
+    from dataclasses import replace
+
+    from scarce._rows import copies, first_order, member
+    from scarce.kernels.response_surface import _fit
+
+    rng = np.random.default_rng(11)
+    for dtype in (np.float64, np.float32):
+        rows = rng.standard_normal((400, 5)).astype(dtype)
+        seeds = np.concatenate([rows[rng.choice(400, 30, replace=False)], rng.standard_normal((5, 5)).astype(dtype)])
+        assert np.array_equal(copies(rows, seeds, order=first_order(rows)), copies(rows, seeds))
+        values = np.concatenate([rows[:50, 0], rng.standard_normal(20).astype(dtype)])
+        assert np.array_equal(member(values, np.sort(rows[:, 0]), presorted=True), member(values, rows[:, 0]))
+    u, score = _linear_sample(3000, 4, rng, np.eye(4)[0])
+    _, basis = _fit(u, score, 1.0, 0.5, np.zeros((1, 3000), dtype=bool))
+    assert np.array_equal(basis.first, np.sort(basis.u[:, 0]))
+    other = replace(basis, u=basis.u[::-1].copy())
+    assert np.array_equal(other.u[other.order, 0], np.sort(basis.u[:, 0]))

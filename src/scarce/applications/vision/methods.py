@@ -63,8 +63,9 @@ class MethodSettings:
     # Seeds count among a level's samples only when they are independent draws (level 1); from
     # deeper levels they are chain states and are only moved from (scarce.estimators.subset).
     count_seeds: str = "independent"
-    # Acceptance rate adaptive conditional sampling steers its scale toward in Subset Simulation
-    # (scarce.kernels.ConditionalSampling; 0.35 is the engine's default).
+    # Acceptance rate adaptive conditional sampling steers its scale toward in the Subset
+    # Simulation of every estimate, margin and rulers (scarce.kernels.ConditionalSampling; 0.35 is
+    # the engine's default); the offline harvest keeps the default.
     target_acceptance: float = 0.35
     amls_samples: int = 1000
     amls_steps: int = 250
