@@ -303,7 +303,8 @@ def _subset_method(baseline: str, spec: str, settings) -> tuple[str, object, str
     kernel, ``p0`` and first level (``mc`` or ``lhs``; default the baseline's).
 
     Its other settings are the baseline's (level cap, latent precision, stopping and
-    seed-counting rules, and for ``acs`` the target acceptance), so the row differs from the baseline only in what its spec names.
+    seed-counting rules, and for ``acs`` the target acceptance), so the row differs from the
+    baseline only in what its spec names.
     """
     from scarce import SubsetSimulation
 

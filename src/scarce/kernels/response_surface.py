@@ -459,12 +459,13 @@ def _surface(coef: np.ndarray, threshold: float, agreement: float) -> Surface | 
 
 
 def _guide(cdf: np.ndarray) -> np.ndarray:
-    """Chen and Asau's guide table: for each slice start ``x_j = (j / GUIDE_ENTRIES) cdf[-1]``, the first cell with ``cdf > x_j``.
+    """Chen and Asau's guide table: for each slice start ``x_j``, the first cell with ``cdf > x_j``.
 
-    That is ``searchsorted(cdf, x, "right")``, counted the other way round: cell ``i`` has
-    ``cdf[i] <= x_j`` exactly for the slices ``j >= m_i``, ``m_i`` the number of starts below
-    ``cdf[i]``, so the entry of slice ``j`` is the number of cells with ``m_i <= j``. One search
-    of the cells among the starts, instead of one of each start among the cells.
+    The starts are ``x_j = (j / GUIDE_ENTRIES) cdf[-1]``, and the entries are
+    ``searchsorted(cdf, x, "right")``, counted the other way round: cell ``i`` has ``cdf[i] <=
+    x_j`` exactly for the slices ``j >= m_i``, ``m_i`` the number of starts below ``cdf[i]``, so
+    the entry of slice ``j`` is the number of cells with ``m_i <= j``. One search of the cells
+    among the starts, instead of one of each start among the cells.
     """
     starts = _SLICES * cdf[-1]
     below = np.searchsorted(starts, cdf, side="left")

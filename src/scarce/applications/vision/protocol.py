@@ -132,9 +132,10 @@ class VisionPreset:
         A field added after run directories existed is stored only when it differs from the
         behaviour those runs had, so they stay resumable: ``conditioning`` when not ``"none"``,
         ``n_runs``, ``truth_samples``, ``min_truth_failures`` and ``access`` when not at their
-        defaults, ``methods.target_acceptance`` when not 0.35. The surrogate's settings are stored only under label-only access, the one
-        access that trains a surrogate, and only when it learns from the target's answers
-        (``surrogate_queries > 0``): label-only runs made before trained it on the training set alone.
+        defaults, ``methods.target_acceptance`` when not 0.35. The surrogate's settings are
+        stored only under label-only access, the one access that trains a surrogate, and only
+        when it learns from the target's answers (``surrogate_queries > 0``): label-only runs
+        made before trained it on the training set alone.
         """
         data = asdict(self)
         data.pop("allow_large")
