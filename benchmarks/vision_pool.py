@@ -1,0 +1,119 @@
+"""Pool the ``--dump`` files of several ``benchmarks/vision.py`` commands and compare their methods.
+
+A ratio of queries for a 10% error between two methods is known only roughly from a few hundred
+runs a seed (the benchmark page gives the bootstrap intervals), and a setting chosen on one set
+of runs must be measured again on fresh ones (``vision.py --first-rep``). This script reads the runs those commands dumped, groups them by a
+label per setting (one command's dump may hold several methods), and prints, for every label and
+method, over the pooled runs:
+
+* queries for a 10% relative error, the benchmark's own formula: the mean queries per run times
+  ``(c / 0.1)^2``, ``c`` the root mean square over seeds of each seed's observed CoV (spread over
+  mean of its estimates);
+* its ratio to the baseline (``--baseline LABEL:METHOD``), with a 95% bootstrap interval: each
+  seed's runs resampled, both sides independently, ``--draws`` times (generator seed 0);
+* the 95% interval's coverage of the truth over unflagged runs and over all runs, and the reported
+  over observed CoV (``vision.py``'s ``reported_and_observed_cov``, over all runs).
+
+    python benchmarks/vision_pool.py --baseline 0.35:"Margin SS" \\
+        --runs 0.35=a_035.jsonl,b_035.jsonl --runs 0.5=a_050.jsonl,b_050.jsonl
+
+Every method keeps the seeds it ran on; a label whose dumps disagree on a seed's truth is refused,
+since its runs would then not be runs of one problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import defaultdict
+
+import numpy as np
+from vision import reported_and_observed_cov
+
+
+def read_runs(spec: list[str]) -> dict[tuple[str, str], list[dict]]:
+    """The runs of every ``LABEL=FILE[,FILE...]``, keyed by (label, method)."""
+    runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for item in spec:
+        label, _, files = item.partition("=")
+        if not label or not files:
+            raise SystemExit(f"--runs must be LABEL=FILE[,FILE...], got {item!r}")
+        for path in files.split(","):
+            with open(path, encoding="utf-8") as lines:
+                for number, line in enumerate(lines, 1):
+                    try:
+                        record = json.loads(line)
+                        runs[(label, record["method"])].append(record)
+                    except (ValueError, KeyError, TypeError) as error:
+                        raise SystemExit(f"{path}, line {number}: not a vision.py --dump record ({error})") from None
+    for (label, method), records in runs.items():
+        truths: dict[int, set[float]] = defaultdict(set)
+        for r in records:
+            truths[r["seed"]].add(r["truth"])
+        if any(len(t) > 1 for t in truths.values()):
+            raise SystemExit(f"{label} {method!r}: the dumps give one seed two truths; pool runs of one problem only")
+    return runs
+
+
+def queries_for_10pct(seed: np.ndarray, estimate: np.ndarray, queries: np.ndarray) -> float:
+    """Mean queries times ``(c / 0.1)^2``, ``c`` the RMS over seeds of each seed's spread over mean."""
+    covs = []
+    for s in np.unique(seed):
+        e = estimate[seed == s]
+        covs.append(np.std(e, ddof=1) / np.mean(e) if e.size > 1 and e.mean() > 0 else math.inf)
+    return float(np.mean(queries) * np.mean(np.square(covs)) / 0.01)
+
+
+class _Runs:
+    """One (label, method)'s pooled runs as arrays, with a resampler that keeps each seed's run count."""
+
+    def __init__(self, records: list[dict]) -> None:
+        self.seed = np.array([r["seed"] for r in records])
+        self.estimate = np.array([r["estimate"] for r in records], dtype=float)
+        self.queries = np.array([r["n_queries"] for r in records], dtype=float)
+        self.cov = np.array([r["cov"] for r in records], dtype=float)
+        self.covered = np.array([r["lo"] <= r["truth"] <= r["hi"] for r in records])
+        self.flagged = np.array([bool(r["flags"]) for r in records])
+        self.rows = [np.flatnonzero(self.seed == s) for s in np.unique(self.seed)]
+
+    def figure(self, pick: np.ndarray | None = None) -> float:
+        pick = np.arange(self.seed.size) if pick is None else pick
+        return queries_for_10pct(self.seed[pick], self.estimate[pick], self.queries[pick])
+
+    def resample(self, rng: np.random.Generator) -> np.ndarray:
+        return np.concatenate([rng.choice(r, r.size) for r in self.rows])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", action="append", required=True, metavar="LABEL=FILE[,FILE...]",
+                        help="a label and the --dump files pooled under it (repeat for each setting)")
+    parser.add_argument("--baseline", required=True, metavar="LABEL:METHOD",
+                        help="the label and method name every ratio divides by, e.g. 0.35:'Margin SS'")
+    parser.add_argument("--draws", type=int, default=1000, help="bootstrap draws for each ratio's interval")
+    args = parser.parse_args()
+    if args.draws < 1:
+        parser.error(f"--draws must be a positive integer, got {args.draws}")
+    runs = {key: _Runs(records) for key, records in read_runs(args.runs).items()}
+    base_key = tuple(args.baseline.split(":", 1))
+    if base_key not in runs:
+        parser.error(f"--baseline {args.baseline!r} names no label and method of the dumps; they hold "
+                     f"{sorted(':'.join(k) for k in runs)}")
+    base = runs[base_key]
+    rng = np.random.default_rng(0)
+    print(f"{'label':8s} {'method':32s} {'runs/seed':>9s} {'q@10%':>8s} {'ratio':>6s} {'95% bootstrap':>15s} "
+          f"{'cov. unfl.':>10s} {'cov. all':>9s} {'rep/obs':>8s}")
+    for (label, method), one in sorted(runs.items()):
+        boots = [one.figure(one.resample(rng)) / base.figure(base.resample(rng)) for _ in range(args.draws)]
+        lo, hi = np.percentile(boots, [2.5, 97.5])
+        plain = ~one.flagged
+        rep, obs = reported_and_observed_cov(one.seed, one.estimate, one.cov, np.ones_like(plain))
+        print(f"{label:8s} {method:32s} {one.seed.size // len(one.rows):9d} {one.figure():8.0f} "
+              f"{one.figure() / base.figure():6.3f} {f'{lo:.3f}-{hi:.3f}':>15s} "
+              f"{one.covered[plain].mean() if plain.any() else math.nan:10.3f} {one.covered.mean():9.3f} "
+              f"{rep / obs:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
