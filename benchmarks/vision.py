@@ -137,7 +137,10 @@ class _Honesty:
                              "origin_chains": result.info.get("failure_origin_chains"),
                              "origin_level": result.info.get("failure_origin_level"), "n_queries": result.n_queries,
                              "levels": len(result.levels), "failures_below_boundary":
-                             result.info.get("failures_below_boundary")})
+                             result.info.get("failures_below_boundary"),
+                             "engine": result.method, "n_samples": result.n_samples,
+                             "level_probability": [lv.probability for lv in result.levels],
+                             "level_gamma": [float(lv.correlation_factor) for lv in result.levels]})
 
     def row(self) -> str:
         seed, est, cov, covered, flagged, thin = (np.array(c) for c in zip(*self.runs))
@@ -248,7 +251,8 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None, help="MNIST IDX directory (preset paper)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto: where forward passes run")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    parser.add_argument("--dump", default=None, help="write every run's estimate, interval and flags here (JSON lines)")
+    parser.add_argument("--dump", default=None, help="write every run's estimate, interval, flags and each level's probability and "
+                             "correlation factor here (JSON lines; benchmarks/vision_pool.py reads them)")
     args = parser.parse_args()
     _check_args(parser, args)
 

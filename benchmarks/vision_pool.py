@@ -14,6 +14,15 @@ method, over the pooled runs:
 * the 95% interval's coverage of the truth over unflagged runs and over all runs, and the reported
   over observed CoV (``vision.py``'s ``reported_and_observed_cov``, over all runs).
 
+Then, for the Subset Simulation rows whose dumps hold each level's probability and correlation
+factor, where the queries go: the same figure from Au and Beck's variance of each run's levels,
+``sum_l (1 - p_l)(1 + gamma_l) / (p_l N)`` over the levels after the first (a run that ended at
+level 0 is Monte Carlo, ``(1 - P) / (P N)``), once with the measured ``gamma_l`` and once with
+``gamma_l = 0``, which is Subset Simulation with independent samples at the same levels (for a
+Latin-hypercube first level the formula keeps its independent draws' term); beside them the
+splitting limit, ``100 ln(1/p) (1 + ln(1/p))`` averaged over the seeds' truths, and the mean
+correlation factor of the levels of chains before the last, and of the last.
+
     python benchmarks/vision_pool.py --baseline 0.35:"Margin SS" \\
         --runs 0.35=a_035.jsonl,b_035.jsonl --runs 0.5=a_050.jsonl,b_050.jsonl
 
@@ -40,13 +49,17 @@ def read_runs(spec: list[str]) -> dict[tuple[str, str], list[dict]]:
         if not label or not files:
             raise SystemExit(f"--runs must be LABEL=FILE[,FILE...], got {item!r}")
         for path in files.split(","):
-            with open(path, encoding="utf-8") as lines:
-                for number, line in enumerate(lines, 1):
-                    try:
-                        record = json.loads(line)
-                        runs[(label, record["method"])].append(record)
-                    except (ValueError, KeyError, TypeError) as error:
-                        raise SystemExit(f"{path}, line {number}: not a vision.py --dump record ({error})") from None
+            try:
+                with open(path, encoding="utf-8") as lines:
+                    text = lines.readlines()
+            except OSError as error:
+                raise SystemExit(f"--runs {label}: cannot read {path!r} ({error.strerror})") from None
+            for number, line in enumerate(text, 1):
+                try:
+                    record = json.loads(line)
+                    runs[(label, record["method"])].append(record)
+                except (ValueError, KeyError, TypeError) as error:
+                    raise SystemExit(f"{path}, line {number}: not a vision.py --dump record ({error})") from None
     for (label, method), records in runs.items():
         truths: dict[int, set[float]] = defaultdict(set)
         for r in records:
@@ -113,6 +126,41 @@ def main() -> None:
               f"{one.figure() / base.figure():6.3f} {f'{lo:.3f}-{hi:.3f}':>15s} "
               f"{one.covered[plain].mean() if plain.any() else math.nan:10.3f} {one.covered.mean():9.3f} "
               f"{rep / obs:8.2f}")
+    _print_where_queries_go(read_runs(args.runs))
+
+
+def au_beck(record: dict, correlated: bool = True) -> float:
+    """A Subset Simulation run's relative variance from its levels (Au and Beck), or with ``gamma = 0``."""
+    probability, gamma, n = record["level_probability"], record["level_gamma"], record["n_samples"]
+    if len(probability) == 1:  # ended at level 0: Monte Carlo on N draws
+        return (1.0 - record["estimate"]) / (record["estimate"] * n)
+    return sum((1.0 - p) * (1.0 + (g if correlated else 0.0)) / (p * n) for p, g in zip(probability[1:], gamma[1:]))
+
+
+def _print_where_queries_go(runs: dict[tuple[str, str], list[dict]]) -> None:
+    """Queries for a 10% error as observed, from Au and Beck's formula, and with independent samples."""
+    rows = {k: v for k, v in runs.items()
+            if all(r.get("engine") == "subset_simulation" and "level_gamma" in r for r in v)}
+    if not rows:
+        return
+    print(f"\nWhere the queries go (Au and Beck's variance of each run's levels; per seed the mean over its runs):\n"
+          f"{'label':8s} {'method':32s} {'q@10%':>8s} {'Au-Beck':>8s} {'gamma=0':>8s} {'limit':>7s} "
+          f"{'gamma, middle levels':>20s} {'gamma, last':>12s}")
+    for (label, method), records in sorted(rows.items()):
+        seeds = sorted({r["seed"] for r in records})
+        by_seed = {s: [r for r in records if r["seed"] == s] for s in seeds}
+        queries = np.mean([r["n_queries"] for r in records]) / 0.01
+        observed = np.mean([np.var([r["estimate"] for r in rs], ddof=1) / np.mean([r["estimate"] for r in rs]) ** 2
+                            for rs in by_seed.values()])
+        predicted = [np.mean([np.mean([au_beck(r, flag) for r in rs]) for rs in by_seed.values()]) for flag in (True, False)]
+        limit = 100 * np.mean([math.log(1 / rs[0]["truth"]) * (1 + math.log(1 / rs[0]["truth"])) for rs in by_seed.values()])
+        # level 1's population is level 0's draws; chains start at level 2, the last level may be the first of them
+        middle = [x for r in records for x in r["level_gamma"][2:-1]]
+        lasts = [r["level_gamma"][-1] for r in records if len(r["level_gamma"]) > 2]
+        first = np.mean(middle) if middle else math.nan
+        last = np.mean(lasts) if lasts else math.nan
+        print(f"{label:8s} {method:32s} {queries * observed:8.0f} {queries * predicted[0]:8.0f} "
+              f"{queries * predicted[1]:8.0f} {limit:7.0f} {first:20.2f} {last:12.2f}")
 
 
 if __name__ == "__main__":
