@@ -118,8 +118,11 @@ def main() -> None:
     print(f"{'label':8s} {'method':32s} {'runs/seed':>9s} {'q@10%':>8s} {'ratio':>6s} {'95% bootstrap':>15s} "
           f"{'cov. unfl.':>10s} {'cov. all':>9s} {'rep/obs':>8s}")
     for (label, method), one in sorted(runs.items()):
-        boots = [one.figure(one.resample(rng)) / base.figure(base.resample(rng)) for _ in range(args.draws)]
-        lo, hi = np.percentile(boots, [2.5, 97.5])
+        with np.errstate(divide="ignore", invalid="ignore"):  # a resample of identical runs has no spread
+            boots = np.array([np.float64(one.figure(one.resample(rng))) / base.figure(base.resample(rng))
+                              for _ in range(args.draws)])
+        finite = boots[np.isfinite(boots) & (boots > 0)]
+        lo, hi = np.percentile(finite, [2.5, 97.5]) if finite.size == boots.size else (math.nan, math.nan)
         plain = ~one.flagged
         rep, obs = reported_and_observed_cov(one.seed, one.estimate, one.cov, np.ones_like(plain))
         print(f"{label:8s} {method:32s} {one.seed.size // len(one.rows):9d} {one.figure():8.0f} "
