@@ -108,7 +108,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.draws < 1:
         parser.error(f"--draws must be a positive integer, got {args.draws}")
-    runs = {key: _Runs(records) for key, records in read_runs(args.runs).items()}
+    records = read_runs(args.runs)
+    runs = {key: _Runs(rows) for key, rows in records.items()}
     base_key = tuple(args.baseline.split(":", 1))
     if base_key not in runs:
         parser.error(f"--baseline {args.baseline!r} names no label and method of the dumps; they hold "
@@ -129,14 +130,15 @@ def main() -> None:
               f"{one.figure() / base.figure():6.3f} {f'{lo:.3f}-{hi:.3f}':>15s} "
               f"{one.covered[plain].mean() if plain.any() else math.nan:10.3f} {one.covered.mean():9.3f} "
               f"{rep / obs:8.2f}")
-    _print_where_queries_go(read_runs(args.runs))
+    _print_where_queries_go(records)
 
 
 def au_beck(record: dict, correlated: bool = True) -> float:
     """A Subset Simulation run's relative variance from its levels (Au and Beck), or with ``gamma = 0``."""
     probability, gamma, n = record["level_probability"], record["level_gamma"], record["n_samples"]
     if len(probability) == 1:  # ended at level 0: Monte Carlo on N draws
-        return (1.0 - record["estimate"]) / (record["estimate"] * n)
+        estimate = record["estimate"]
+        return (1.0 - estimate) / (estimate * n) if estimate > 0 else math.inf
     return sum((1.0 - p) * (1.0 + (g if correlated else 0.0)) / (p * n) for p, g in zip(probability[1:], gamma[1:]))
 
 
@@ -156,7 +158,8 @@ def _print_where_queries_go(runs: dict[tuple[str, str], list[dict]]) -> None:
         observed = np.mean([np.var([r["estimate"] for r in rs], ddof=1) / np.mean([r["estimate"] for r in rs]) ** 2
                             for rs in by_seed.values()])
         predicted = [np.mean([np.mean([au_beck(r, flag) for r in rs]) for rs in by_seed.values()]) for flag in (True, False)]
-        limit = 100 * np.mean([math.log(1 / rs[0]["truth"]) * (1 + math.log(1 / rs[0]["truth"])) for rs in by_seed.values()])
+        logs = [math.log(1 / rs[0]["truth"]) for rs in by_seed.values() if rs[0]["truth"] > 0]
+        limit = 100 * np.mean([x * (1 + x) for x in logs]) if logs else math.nan
         # level 1's population is level 0's draws; chains start at level 2, the last level may be the first of them
         middle = [x for r in records for x in r["level_gamma"][2:-1]]
         lasts = [r["level_gamma"][-1] for r in records if len(r["level_gamma"]) > 2]
