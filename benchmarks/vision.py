@@ -18,7 +18,9 @@ although flagged as not having reached the failure event (allowed) or positive a
 
 The Monte Carlo run that chooses a seed is its truth by default; ``--truth-samples`` replaces it
 with a larger count on independent streams, so that the choice does not bias the truth and the
-truth's own noise moves the coverage figures less. ``--first-rep`` numbers the runs from a later
+truth's own noise moves the coverage figures less; ``--truths`` hands in seeds and truths counted
+before (by such a command), so that later commands measure more runs against them without
+counting again. ``--first-rep`` numbers the runs from a later
 repetition (run seeds ``1000 x rep + seed index``), so a setting chosen on some runs can be
 measured again on fresh ones; the dump records each run's seed.
 
@@ -223,6 +225,10 @@ def main() -> None:
                         help="keep only seeds whose dense Monte Carlo probability is at most this (the label-only "
                              "figure asks for p <= 1e-4); candidates then include seeds the run's Monte Carlo never "
                              "saw fail")
+    parser.add_argument("--truths", default=None, metavar="SEED=P,...",
+                        help="measure these seed indices against these truths (for example an earlier command's "
+                             "--truth-samples counts) instead of choosing seeds: --seeds, --max-p and the Monte "
+                             "Carlo options then choose nothing")
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--first-rep", type=int, default=0, metavar="R",
@@ -274,6 +280,7 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     """Refuse bad option values before any model or Monte Carlo work."""
     if args.first_rep < 0:
         parser.error(f"--first-rep must be 0 or more, got {args.first_rep}")
+    args.given = _parse_truths(parser, args.truths) if args.truths is not None else None
     if args.reps < 2:
         parser.error(f"--reps must be at least 2 (a seed's CoV is measured across its runs), got {args.reps}")
     if args.truth_samples and args.truth_samples < args.smc_samples:
@@ -352,6 +359,32 @@ TRUTH_CHUNK = 5_000_000
 #: First entropy word of the ``--truth-samples`` streams (chunk ``c`` uses ``_TRUTH_STREAM + c``): above
 #: every word :func:`_stream` uses, so the independent truth shares no draws with choosing the seed.
 _TRUTH_STREAM = 30_000
+
+
+def _parse_truths(parser: argparse.ArgumentParser, spec: str) -> dict[int, float]:
+    """``--truths SEED=P,...`` as {seed index: probability}; each index once, each P in (0, 1)."""
+    given: dict[int, float] = {}
+    for item in spec.split(","):
+        seed, _, value = item.partition("=")
+        try:
+            index, p = int(seed), float(value)
+        except ValueError:
+            parser.error(f"--truths must be SEED=P pairs separated by commas, got {item!r}")
+        if index < 0 or index in given or not 0.0 < p < 1.0:
+            parser.error(f"--truths: {item!r} needs a new seed index >= 0 and a probability strictly between 0 and 1")
+        given[index] = p
+    return given
+
+
+def _given_seeds(given: dict[int, float], context) -> tuple[list[int], dict[int, float]]:  # type: ignore[no-untyped-def]
+    """The seeds and truths ``--truths`` hands in, each index checked against the run's seed images."""
+    count = len(context.seed_images)
+    if any(i >= count for i in given):
+        raise SystemExit(f"--truths names seed indices {sorted(i for i in given if i >= count)}; the run has {count} "
+                         f"seed images (indices 0-{count - 1})")
+    print(f"seeds and truths handed in by --truths: {len(given)} {[f'{i}: {p:.4e}' for i, p in given.items()]}",
+          flush=True)
+    return list(given), dict(given)
 
 
 def _choose_seeds(args: argparse.Namespace, context, truth, preset) -> tuple[list[int], dict[int, float]]:
@@ -478,7 +511,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
                               target_acceptance=preset.methods.target_acceptance if args.target_acceptance is None
                               else args.target_acceptance)
 
-    chosen, dense = _choose_seeds(args, context, truth, preset)
+    chosen, dense = _given_seeds(args.given, context) if args.given else _choose_seeds(args, context, truth, preset)
 
     clock = _component_clock()
     methods = _methods(preset, rulers, args.splitting, settings, args.subset)
