@@ -126,11 +126,12 @@ def main() -> None:
         lo, hi = np.percentile(finite, [2.5, 97.5]) if finite.size == boots.size else (math.nan, math.nan)
         plain = ~one.flagged
         rep, obs = reported_and_observed_cov(one.seed, one.estimate, one.cov, np.ones_like(plain))
-        print(f"{label:8s} {method:32s} {one.seed.size // len(one.rows):9d} {one.figure():8.0f} "
-              f"{one.figure() / base.figure():6.3f} {f'{lo:.3f}-{hi:.3f}':>15s} "
+        figure = one.figure()
+        print(f"{label:8s} {method:32s} {one.seed.size // len(one.rows):9d} {figure:8.0f} "
+              f"{figure / base.figure():6.3f} {f'{lo:.3f}-{hi:.3f}':>15s} "
               f"{one.covered[plain].mean() if plain.any() else math.nan:10.3f} {one.covered.mean():9.3f} "
               f"{rep / obs:8.2f}")
-    _print_where_queries_go(records)
+    _print_where_queries_go(records, runs)
 
 
 def au_beck(record: dict, correlated: bool = True) -> float:
@@ -142,31 +143,28 @@ def au_beck(record: dict, correlated: bool = True) -> float:
     return sum((1.0 - p) * (1.0 + (g if correlated else 0.0)) / (p * n) for p, g in zip(probability[1:], gamma[1:]))
 
 
-def _print_where_queries_go(runs: dict[tuple[str, str], list[dict]]) -> None:
+def _print_where_queries_go(records: dict[tuple[str, str], list[dict]], runs: dict[tuple[str, str], _Runs]) -> None:
     """Queries for a 10% error as observed, from Au and Beck's formula, and with independent samples."""
-    rows = {k: v for k, v in runs.items()
+    rows = {k: v for k, v in records.items()
             if all(r.get("engine") == "subset_simulation" and "level_gamma" in r for r in v)}
     if not rows:
         return
     print(f"\nWhere the queries go (Au and Beck's variance of each run's levels; per seed the mean over its runs):\n"
           f"{'label':8s} {'method':32s} {'q@10%':>8s} {'Au-Beck':>8s} {'gamma=0':>8s} {'limit':>7s} "
           f"{'gamma, middle levels':>20s} {'gamma, last':>12s}")
-    for (label, method), records in sorted(rows.items()):
-        seeds = sorted({r["seed"] for r in records})
-        by_seed = {s: [r for r in records if r["seed"] == s] for s in seeds}
-        queries = np.mean([r["n_queries"] for r in records]) / 0.01
-        observed = np.mean([np.var([r["estimate"] for r in rs], ddof=1) / np.mean([r["estimate"] for r in rs]) ** 2
-                            for rs in by_seed.values()])
+    for (label, method), one in sorted(rows.items()):
+        by_seed = {s: [r for r in one if r["seed"] == s] for s in sorted({r["seed"] for r in one})}
+        queries = np.mean([r["n_queries"] for r in one]) / 0.01
         predicted = [np.mean([np.mean([au_beck(r, flag) for r in rs]) for rs in by_seed.values()]) for flag in (True, False)]
         logs = [math.log(1 / rs[0]["truth"]) for rs in by_seed.values() if rs[0]["truth"] > 0]
         limit = 100 * np.mean([x * (1 + x) for x in logs]) if logs else math.nan
         # level 1's population is level 0's draws; chains start at level 2, the last level may be the first of them
-        middle = [x for r in records for x in r["level_gamma"][2:-1]]
-        lasts = [r["level_gamma"][-1] for r in records if len(r["level_gamma"]) > 2]
-        first = np.mean(middle) if middle else math.nan
-        last = np.mean(lasts) if lasts else math.nan
-        print(f"{label:8s} {method:32s} {queries * observed:8.0f} {queries * predicted[0]:8.0f} "
-              f"{queries * predicted[1]:8.0f} {limit:7.0f} {first:20.2f} {last:12.2f}")
+        middle = [x for r in one for x in r["level_gamma"][2:-1]]
+        lasts = [r["level_gamma"][-1] for r in one if len(r["level_gamma"]) > 2]
+        middle_gamma = np.mean(middle) if middle else math.nan
+        last_gamma = np.mean(lasts) if lasts else math.nan
+        print(f"{label:8s} {method:32s} {runs[(label, method)].figure():8.0f} {queries * predicted[0]:8.0f} "
+              f"{queries * predicted[1]:8.0f} {limit:7.0f} {middle_gamma:20.2f} {last_gamma:12.2f}")
 
 
 if __name__ == "__main__":
