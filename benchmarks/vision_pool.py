@@ -14,6 +14,13 @@ method, over the pooled runs:
 * the 95% interval's coverage of the truth over unflagged runs and over all runs, and the reported
   over observed CoV (``vision.py``'s ``reported_and_observed_cov``, over all runs).
 
+Then the error bars of every label and method, ``vision.py``'s table over the pooled runs (unflagged,
+thin-evidence and otherwise flagged runs; coverage of the unflagged ones with the exact binomial
+test against 0.95; coverage of all; reported over observed CoV over the unflagged runs and over all,
+with bootstrap intervals), beside the unflagged misses below and above the truth; and, for each
+label, its rulers (the methods named ``SCARCE ...``) pooled, with Wilson's interval. A run that
+two dumps of one label both hold (the same method and run seed) is refused: it would count twice.
+
 Then, for the Subset Simulation rows whose dumps hold each level's probability and correlation
 factor, where the queries go: the same figure from Au and Beck's variance of each run's levels,
 ``sum_l (1 - p_l)(1 + gamma_l) / (p_l N)`` over the levels after the first (a run that ended at
@@ -38,7 +45,8 @@ import math
 from collections import defaultdict
 
 import numpy as np
-from vision import reported_and_observed_cov
+from scipy.stats import binomtest
+from vision import _Honesty, reported_and_observed_cov
 
 
 def read_runs(spec: list[str]) -> dict[tuple[str, str], list[dict]]:
@@ -61,6 +69,10 @@ def read_runs(spec: list[str]) -> dict[tuple[str, str], list[dict]]:
                 except (ValueError, KeyError, TypeError) as error:
                     raise SystemExit(f"{path}, line {number}: not a vision.py --dump record ({error})") from None
     for (label, method), records in runs.items():
+        run_seeds = [r.get("run_seed") for r in records if r.get("run_seed") is not None]
+        if len(run_seeds) != len(set(run_seeds)):
+            raise SystemExit(f"{label} {method!r}: the dumps hold one run twice (a run seed repeats); pool distinct "
+                             "runs only")
         truths: dict[int, set[float]] = defaultdict(set)
         for r in records:
             truths[r["seed"]].add(r["truth"])
@@ -132,6 +144,7 @@ def main() -> None:
               f"{one.covered[plain].mean() if plain.any() else math.nan:10.3f} {one.covered.mean():9.3f} "
               f"{rep / obs:8.2f}")
     _print_where_queries_go(records, runs)
+    _print_error_bars(records)
 
 
 def au_beck(record: dict, correlated: bool = True) -> float:
@@ -165,6 +178,40 @@ def _print_where_queries_go(records: dict[tuple[str, str], list[dict]], runs: di
         last_gamma = np.mean(lasts) if lasts else math.nan
         print(f"{label:8s} {method:32s} {runs[(label, method)].figure():8.0f} {queries * predicted[0]:8.0f} "
               f"{queries * predicted[1]:8.0f} {limit:7.0f} {middle_gamma:20.2f} {last_gamma:12.2f}")
+
+
+def _misses(records: list[dict]) -> tuple[int, int]:
+    """Unflagged runs whose interval lies wholly below the truth, and wholly above it."""
+    plain = [r for r in records if not r["flags"]]
+    return sum(r["hi"] < r["truth"] for r in plain), sum(r["lo"] > r["truth"] for r in plain)
+
+
+def _print_error_bars(records: dict[tuple[str, str], list[dict]]) -> None:
+    """``vision.py``'s error-bar table over the pooled runs, the misses beside it, and each label's rulers pooled."""
+    print("\nError bars over the pooled runs (unflagged = reached, no flag; thin = thin-evidence flag; p: exact "
+          "binomial test of the unflagged coverage against 0.95; reported over observed CoV over the unflagged "
+          "runs and over all, with 95% bootstrap intervals; misses: unflagged intervals below / above the truth)")
+    print(f"{'label':8s} {'method':30s} {'runs':>5s} {'unflagged':>9s} {'thin':>5s} {'other flags':>13s} "
+          f"{'cov. unfl.':>10s} {'p':>6s} {'cov. all':>9s} {'rep/obs, unflagged':>18s} {'rep/obs, all':>18s} "
+          f"{'misses':>7s}")
+    for (label, method), rows in sorted(records.items()):
+        trust = _Honesty(method)
+        trust.runs = [(r["seed"], r["estimate"], r["cov"], r["lo"] <= r["truth"] <= r["hi"], bool(r["flags"]),
+                       any(f.startswith("thin evidence") for f in r["flags"])) for r in rows]
+        below, above = _misses(rows)
+        print(f"{label:8s} {trust.row()} {f'{below}/{above}':>7s}")
+    for label in sorted({label for label, _ in records}):
+        rulers = [r for (lab, method), rows in records.items() if lab == label and method.startswith("SCARCE ")
+                  for r in rows if not r["flags"]]
+        if not rulers:
+            continue
+        covered = sum(r["lo"] <= r["truth"] <= r["hi"] for r in rulers)
+        test = binomtest(covered, len(rulers), 0.95)
+        ci = test.proportion_ci(0.95, method="wilson")
+        below, above = _misses(rulers)
+        wilson = f"Wilson {ci.low:.3f}-{ci.high:.3f}"
+        print(f"{label:8s} {'rulers pooled':30s} {'':5s} {len(rulers):9d} {'':5s} {'':13s} {covered / len(rulers):10.3f} "
+              f"{test.pvalue:6.3f} {'':9s} {wilson:35s} {f'{below}/{above}':>7s}")
 
 
 if __name__ == "__main__":
