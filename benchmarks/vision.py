@@ -227,8 +227,8 @@ def main() -> None:
                              "saw fail")
     parser.add_argument("--truths", default=None, metavar="SEED=P,...",
                         help="measure these seed indices against these truths (for example an earlier command's "
-                             "--truth-samples counts) instead of choosing seeds: --seeds, --max-p and the Monte "
-                             "Carlo options then choose nothing")
+                             "--truth-samples counts) instead of choosing seeds; the options that choose them "
+                             "(--seeds, --first-seed, --max-p, --min-failures, --truth-samples) are refused beside it")
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--first-rep", type=int, default=0, metavar="R",
@@ -281,6 +281,13 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     if args.first_rep < 0:
         parser.error(f"--first-rep must be 0 or more, got {args.first_rep}")
     args.given = _parse_truths(parser, args.truths) if args.truths is not None else None
+    if args.given is not None:  # the options that choose seeds would be silently unused
+        choosing = [f"--{name.replace('_', '-')}" for name in ("seeds", "first_seed", "max_p", "min_failures",
+                                                               "truth_samples")
+                    if getattr(args, name) != parser.get_default(name)]
+        if choosing:
+            parser.error(f"--truths hands in the seeds and their truths; {', '.join(choosing)} would choose them: "
+                         "leave them out")
     if args.reps < 2:
         parser.error(f"--reps must be at least 2 (a seed's CoV is measured across its runs), got {args.reps}")
     if args.truth_samples and args.truth_samples < args.smc_samples:
