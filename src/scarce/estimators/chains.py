@@ -206,17 +206,25 @@ def _check_candidates(kernel: Kernel, cur_u: np.ndarray, candidate: object, log_
     """
     from scarce.errors import ScarceError
 
-    name = type(kernel).__name__
-    if not isinstance(candidate, np.ndarray) or candidate.shape != cur_u.shape or candidate.dtype.kind != "f":
-        got = f"shape {candidate.shape}, dtype {candidate.dtype}" if isinstance(candidate, np.ndarray) else \
-            type(candidate).__name__
-        raise ScarceError(f"{name}.propose must return a float array of shape {cur_u.shape} (one candidate per "
-                          f"state), got {got}")
+    _check_points(kernel, "propose", candidate, cur_u.shape, lambda dtype: dtype.kind == "f",
+                  f"a float array of shape {cur_u.shape} (one candidate per state)")
     if log_factor is not None and (not isinstance(log_factor, np.ndarray) or log_factor.shape != cur_u.shape[:1]):
-        raise ScarceError(f"{name}.propose_weighted's log factors must be None or an array of shape "
-                          f"({cur_u.shape[0]},), got {type(log_factor).__name__}")
-    if type(kernel).__module__.split(".")[0] != "scarce" and not np.isfinite(candidate).all():
-        raise ScarceError(f"{name}.propose returned non-finite candidates")
+        raise ScarceError(f"{type(kernel).__name__}.propose_weighted's log factors must be None or an array of "
+                          f"shape ({cur_u.shape[0]},), got {type(log_factor).__name__}")
+
+
+def _check_points(kernel: Kernel, method: str, points: object, shape: tuple[int, ...],
+                  dtype_ok: Callable[[np.dtype], bool], wanted: str) -> None:
+    """Candidates a kernel's ``method`` returned: an array of ``shape`` with a dtype ``dtype_ok`` accepts
+    (``wanted`` says which), and, from a kernel outside this package, finite."""
+    from scarce.errors import ScarceError
+
+    name = type(kernel).__name__
+    if not isinstance(points, np.ndarray) or points.shape != shape or not dtype_ok(points.dtype):
+        got = f"shape {points.shape}, dtype {points.dtype}" if isinstance(points, np.ndarray) else type(points).__name__
+        raise ScarceError(f"{name}.{method} must return {wanted}, got {got}")
+    if type(kernel).__module__.split(".")[0] != "scarce" and not np.isfinite(points).all():
+        raise ScarceError(f"{name}.{method} returned non-finite candidates")
 
 
 def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengths: np.ndarray,
@@ -365,13 +373,8 @@ def _check_drawn(kernel: Kernel, candidates: object, log_weights: object, shape:
     """Candidates drawn ahead must be finite points of the states' dtype, with one log weight each."""
     from scarce.errors import ScarceError
 
-    name = type(kernel).__name__
-    if not isinstance(candidates, np.ndarray) or candidates.shape != shape or candidates.dtype != dtype:
-        got = f"shape {candidates.shape}, dtype {candidates.dtype}" if isinstance(candidates, np.ndarray) else \
-            type(candidates).__name__
-        raise ScarceError(f"{name}.draws_ahead must return candidates of shape {shape} and dtype {dtype}, got {got}")
+    _check_points(kernel, "draws_ahead", candidates, shape, lambda got: got == dtype,
+                  f"candidates of shape {shape} and dtype {dtype}")
     if not isinstance(log_weights, np.ndarray) or log_weights.shape != shape[:2]:
-        raise ScarceError(f"{name}.draws_ahead must return log weights of shape {shape[:2]}, got "
+        raise ScarceError(f"{type(kernel).__name__}.draws_ahead must return log weights of shape {shape[:2]}, got "
                           f"{getattr(log_weights, 'shape', type(log_weights).__name__)}")
-    if type(kernel).__module__.split(".")[0] != "scarce" and not np.isfinite(candidates).all():
-        raise ScarceError(f"{name}.draws_ahead returned non-finite candidates")
