@@ -136,6 +136,7 @@ class _Honesty:
                              "estimate": result.probability,
                              "cov": result.cov, "lo": lo, "hi": hi, "flags": list(result.flags),
                              "lineages": result.info.get("failure_lineages"),
+                             "lineages_effective": result.info.get("failure_lineages_effective"),
                              "origin_chains": result.info.get("failure_origin_chains"),
                              "origin_level": result.info.get("failure_origin_level"), "n_queries": result.n_queries,
                              "levels": len(result.levels), "failures_below_boundary":
