@@ -14,13 +14,6 @@ method, over the pooled runs:
 * the 95% interval's coverage of the truth over unflagged runs and over all runs, and the reported
   over observed CoV (``vision.py``'s ``reported_and_observed_cov``, over all runs).
 
-Then the error bars of every label and method, ``vision.py``'s table over the pooled runs (unflagged,
-thin-evidence and otherwise flagged runs; coverage of the unflagged ones with the exact binomial
-test against 0.95; coverage of all; reported over observed CoV over the unflagged runs and over all,
-with bootstrap intervals), beside the unflagged misses below and above the truth; and, for each
-label, its rulers (the methods named ``SCARCE ...``) pooled, with Wilson's interval. A run that
-two dumps of one label both hold (the same method and run seed) is refused: it would count twice.
-
 Then, for the Subset Simulation rows whose dumps hold each level's probability and correlation
 factor, where the queries go: the same figure from Au and Beck's variance of each run's levels,
 ``sum_l (1 - p_l)(1 + gamma_l) / (p_l N)`` over the levels after the first (a run that ended at
@@ -30,11 +23,18 @@ Latin-hypercube first level the formula keeps its independent draws' term); besi
 splitting limit, ``100 ln(1/p) (1 + ln(1/p))`` averaged over the seeds' truths, and the mean
 correlation factor of the levels of chains before the last, and of the last.
 
+Last, the error bars of every label and method, ``vision.py``'s table over the pooled runs (unflagged,
+thin-evidence and otherwise flagged runs; coverage of the unflagged ones with the exact binomial
+test against 0.95; coverage of all; reported over observed CoV over the unflagged runs and over all,
+with bootstrap intervals), beside the unflagged misses below and above the truth; and, for each
+label, its rulers (the methods named ``SCARCE ...``) pooled, with Wilson's interval.
+
     python benchmarks/vision_pool.py --baseline 0.35:"Margin SS" \\
         --runs 0.35=a_035.jsonl,b_035.jsonl --runs 0.5=a_050.jsonl,b_050.jsonl
 
 Every method keeps the seeds it ran on; a label whose dumps disagree on a seed's truth is refused,
-since its runs would then not be runs of one problem.
+since its runs would then not be runs of one problem. A run two dumps of a label both hold (every
+command dumps its baseline) counts once; two different records of one run are refused.
 """
 
 from __future__ import annotations
@@ -50,35 +50,57 @@ from vision import _Honesty, reported_and_observed_cov
 
 
 def read_runs(spec: list[str]) -> dict[tuple[str, str], list[dict]]:
-    """The runs of every ``LABEL=FILE[,FILE...]``, keyed by (label, method)."""
+    """The runs of every ``LABEL=FILE[,FILE...]``, keyed by (label, method); each distinct run once.
+
+    Every ``vision.py`` command dumps its baseline too, so commands that shared repetitions hold
+    the same baseline runs: a record equal to one already read (the same seed and run seed, the
+    same numbers) is one run and is kept once. Two different records under one seed and run
+    seed, or a file named twice under one label, are refused.
+    """
     runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    seen: dict[tuple[str, str, int, object], dict] = {}
     for item in spec:
         label, _, files = item.partition("=")
         if not label or not files:
             raise SystemExit(f"--runs must be LABEL=FILE[,FILE...], got {item!r}")
-        for path in files.split(","):
-            try:
-                with open(path, encoding="utf-8") as lines:
-                    text = lines.readlines()
-            except OSError as error:
-                raise SystemExit(f"--runs {label}: cannot read {path!r} ({error.strerror})") from None
-            for number, line in enumerate(text, 1):
-                try:
-                    record = json.loads(line)
-                    runs[(label, record["method"])].append(record)
-                except (ValueError, KeyError, TypeError) as error:
-                    raise SystemExit(f"{path}, line {number}: not a vision.py --dump record ({error})") from None
+        paths = files.split(",")
+        if len(set(paths)) != len(paths):
+            raise SystemExit(f"--runs {label}: a file is named twice; its runs would count twice")
+        for path in paths:
+            for number, record in _records(path, label):
+                key = (label, record["method"], record["seed"], record.get("run_seed"))
+                if key[3] is not None and key in seen:
+                    if seen[key] != record:
+                        raise SystemExit(f"{path}, line {number}: {record['method']!r} seed {record['seed']} run seed "
+                                         f"{key[3]} is already pooled with other numbers; pool runs of one engine only")
+                    continue
+                seen[key] = record
+                runs[(label, record["method"])].append(record)
     for (label, method), records in runs.items():
-        run_seeds = [r.get("run_seed") for r in records if r.get("run_seed") is not None]
-        if len(run_seeds) != len(set(run_seeds)):
-            raise SystemExit(f"{label} {method!r}: the dumps hold one run twice (a run seed repeats); pool distinct "
-                             "runs only")
         truths: dict[int, set[float]] = defaultdict(set)
         for r in records:
             truths[r["seed"]].add(r["truth"])
         if any(len(t) > 1 for t in truths.values()):
             raise SystemExit(f"{label} {method!r}: the dumps give one seed two truths; pool runs of one problem only")
     return runs
+
+
+def _records(path: str, label: str) -> list[tuple[int, dict]]:
+    """The numbered records of one ``--dump`` file."""
+    try:
+        with open(path, encoding="utf-8") as lines:
+            text = lines.readlines()
+    except OSError as error:
+        raise SystemExit(f"--runs {label}: cannot read {path!r} ({error.strerror})") from None
+    out = []
+    for number, line in enumerate(text, 1):
+        try:
+            record = json.loads(line)
+            record["method"], record["seed"]  # noqa: B018 - a record must name both
+        except (ValueError, KeyError, TypeError) as error:
+            raise SystemExit(f"{path}, line {number}: not a vision.py --dump record ({error})") from None
+        out.append((number, record))
+    return out
 
 
 def queries_for_10pct(seed: np.ndarray, estimate: np.ndarray, queries: np.ndarray) -> float:
