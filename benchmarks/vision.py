@@ -229,7 +229,8 @@ def main() -> None:
     parser.add_argument("--truths", default=None, metavar="SEED=P,...",
                         help="measure these seed indices against these truths (for example an earlier command's "
                              "--truth-samples counts) instead of choosing seeds; the options that choose them "
-                             "(--seeds, --first-seed, --max-p, --min-failures, --truth-samples) are refused beside it")
+                             "(--seeds, --first-seed, --max-p, --min-failures, --smc-samples, --truth-samples) are "
+                             "refused beside it")
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--first-rep", type=int, default=0, metavar="R",
@@ -284,7 +285,7 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     args.given = _parse_truths(parser, args.truths) if args.truths is not None else None
     if args.given is not None:  # the options that choose seeds would be silently unused
         choosing = [f"--{name.replace('_', '-')}" for name in ("seeds", "first_seed", "max_p", "min_failures",
-                                                               "truth_samples")
+                                                               "smc_samples", "truth_samples")
                     if getattr(args, name) != parser.get_default(name)]
         if choosing:
             parser.error(f"--truths hands in the seeds and their truths; {', '.join(choosing)} would choose them: "
