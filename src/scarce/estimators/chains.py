@@ -211,20 +211,26 @@ def _check_candidates(kernel: Kernel, cur_u: np.ndarray, candidate: object, log_
     if log_factor is not None and (not isinstance(log_factor, np.ndarray) or log_factor.shape != cur_u.shape[:1]):
         raise ScarceError(f"{type(kernel).__name__}.propose_weighted's log factors must be None or an array of "
                           f"shape ({cur_u.shape[0]},), got {type(log_factor).__name__}")
+    _refuse_nonfinite(kernel, "propose", candidate)  # type: ignore[arg-type]
 
 
 def _check_points(kernel: Kernel, method: str, points: object, shape: tuple[int, ...],
                   dtype_ok: Callable[[np.dtype], bool], wanted: str) -> None:
-    """Candidates a kernel's ``method`` returned: an array of ``shape`` with a dtype ``dtype_ok`` accepts
-    (``wanted`` says which), and, from a kernel outside this package, finite."""
+    """Candidates a kernel's ``method`` returned must be an array of ``shape`` with a dtype ``dtype_ok``
+    accepts (``wanted`` says which)."""
     from scarce.errors import ScarceError
 
-    name = type(kernel).__name__
     if not isinstance(points, np.ndarray) or points.shape != shape or not dtype_ok(points.dtype):
         got = f"shape {points.shape}, dtype {points.dtype}" if isinstance(points, np.ndarray) else type(points).__name__
-        raise ScarceError(f"{name}.{method} must return {wanted}, got {got}")
+        raise ScarceError(f"{type(kernel).__name__}.{method} must return {wanted}, got {got}")
+
+
+def _refuse_nonfinite(kernel: Kernel, method: str, points: np.ndarray) -> None:
+    """A kernel outside this package must return finite candidates (this package's are tested to)."""
+    from scarce.errors import ScarceError
+
     if type(kernel).__module__.split(".")[0] != "scarce" and not np.isfinite(points).all():
-        raise ScarceError(f"{name}.{method} returned non-finite candidates")
+        raise ScarceError(f"{type(kernel).__name__}.{method} returned non-finite candidates")
 
 
 def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengths: np.ndarray,
@@ -378,3 +384,4 @@ def _check_drawn(kernel: Kernel, candidates: object, log_weights: object, shape:
     if not isinstance(log_weights, np.ndarray) or log_weights.shape != shape[:2]:
         raise ScarceError(f"{type(kernel).__name__}.draws_ahead must return log weights of shape {shape[:2]}, got "
                           f"{getattr(log_weights, 'shape', type(log_weights).__name__)}")
+    _refuse_nonfinite(kernel, "draws_ahead", candidates)  # type: ignore[arg-type]
