@@ -145,6 +145,15 @@ class _Honesty:
                              "level_probability": [lv.probability for lv in result.levels],
                              "level_gamma": [float(lv.correlation_factor) for lv in result.levels]})
 
+    @classmethod
+    def from_records(cls, name: str, records: list[dict]) -> _Honesty:
+        """The same error bars from ``--dump`` records (``benchmarks/vision_pool.py``)."""
+        trust = cls(name)
+        trust.runs = [(r["seed"], r["estimate"], r["cov"], r["lo"] <= r["truth"] <= r["hi"], bool(r["flags"]),
+                       any(f.startswith("thin evidence") for f in r["flags"])) for r in records]
+        trust.records = list(records)
+        return trust
+
     def row(self) -> str:
         seed, est, cov, covered, flagged, thin = (np.array(c) for c in zip(*self.runs))
         plain = ~flagged

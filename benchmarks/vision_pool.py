@@ -217,11 +217,8 @@ def _print_error_bars(records: dict[tuple[str, str], list[dict]]) -> None:
           f"{'cov. unfl.':>10s} {'p':>6s} {'cov. all':>9s} {'rep/obs, unflagged':>18s} {'rep/obs, all':>18s} "
           f"{'misses':>7s}")
     for (label, method), rows in sorted(records.items()):
-        trust = _Honesty(method)
-        trust.runs = [(r["seed"], r["estimate"], r["cov"], r["lo"] <= r["truth"] <= r["hi"], bool(r["flags"]),
-                       any(f.startswith("thin evidence") for f in r["flags"])) for r in rows]
         below, above = _misses(rows)
-        print(f"{label:8s} {trust.row()} {f'{below}/{above}':>7s}")
+        print(f"{label:8s} {_Honesty.from_records(method, rows).row()} {f'{below}/{above}':>7s}")
     for label in sorted({label for label, _ in records}):
         rulers = [r for (lab, method), rows in records.items() if lab == label and method.startswith("SCARCE ")
                   for r in rows if not r["flags"]]

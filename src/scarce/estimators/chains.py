@@ -206,8 +206,7 @@ def _check_candidates(kernel: Kernel, cur_u: np.ndarray, candidate: object, log_
     """
     from scarce.errors import ScarceError
 
-    _check_points(kernel, "propose", candidate, cur_u.shape, lambda dtype: dtype.kind == "f",
-                  f"a float array of shape {cur_u.shape} (one candidate per state)")
+    _check_points(kernel, "propose", candidate, cur_u.shape)
     if log_factor is not None and (not isinstance(log_factor, np.ndarray) or log_factor.shape != cur_u.shape[:1]):
         raise ScarceError(f"{type(kernel).__name__}.propose_weighted's log factors must be None or an array of "
                           f"shape ({cur_u.shape[0]},), got {type(log_factor).__name__}")
@@ -215,14 +214,20 @@ def _check_candidates(kernel: Kernel, cur_u: np.ndarray, candidate: object, log_
 
 
 def _check_points(kernel: Kernel, method: str, points: object, shape: tuple[int, ...],
-                  dtype_ok: Callable[[np.dtype], bool], wanted: str) -> None:
-    """Candidates a kernel's ``method`` returned must be an array of ``shape`` with a dtype ``dtype_ok``
-    accepts (``wanted`` says which)."""
+                  dtype: np.dtype | None = None) -> None:
+    """Candidates a kernel's ``method`` returned must be an array of ``shape``, of ``dtype`` (any float when None).
+
+    Called on every step, so the message is built only when the check fails.
+    """
     from scarce.errors import ScarceError
 
-    if not isinstance(points, np.ndarray) or points.shape != shape or not dtype_ok(points.dtype):
-        got = f"shape {points.shape}, dtype {points.dtype}" if isinstance(points, np.ndarray) else type(points).__name__
-        raise ScarceError(f"{type(kernel).__name__}.{method} must return {wanted}, got {got}")
+    if isinstance(points, np.ndarray) and points.shape == shape and (
+            points.dtype.kind == "f" if dtype is None else points.dtype == dtype):
+        return
+    wanted = f"a float array of shape {shape} (one candidate per state)" if dtype is None else \
+        f"candidates of shape {shape} and dtype {dtype}"
+    got = f"shape {points.shape}, dtype {points.dtype}" if isinstance(points, np.ndarray) else type(points).__name__
+    raise ScarceError(f"{type(kernel).__name__}.{method} must return {wanted}, got {got}")
 
 
 def _refuse_nonfinite(kernel: Kernel, method: str, points: np.ndarray) -> None:
@@ -379,8 +384,7 @@ def _check_drawn(kernel: Kernel, candidates: object, log_weights: object, shape:
     """Candidates drawn ahead must be finite points of the states' dtype, with one log weight each."""
     from scarce.errors import ScarceError
 
-    _check_points(kernel, "draws_ahead", candidates, shape, lambda got: got == dtype,
-                  f"candidates of shape {shape} and dtype {dtype}")
+    _check_points(kernel, "draws_ahead", candidates, shape, dtype)
     if not isinstance(log_weights, np.ndarray) or log_weights.shape != shape[:2]:
         raise ScarceError(f"{type(kernel).__name__}.draws_ahead must return log weights of shape {shape[:2]}, got "
                           f"{getattr(log_weights, 'shape', type(log_weights).__name__)}")
