@@ -72,6 +72,11 @@ def chain_correlation_factor(indicator: np.ndarray, mask: np.ndarray) -> float:
     return max(gamma, -1.0)
 
 
+#: Rows times squared columns of the linear fit of :func:`latin_hypercube_variance` in many dimensions
+#: (a fraction of a second of matrix products): 6,500 points of 784 coordinates.
+LINEAR_FIT_WORK = 4_000_000_000
+
+
 def latin_hypercube_window(n_samples: int) -> int:
     """The default half-width ``h = ceil(sqrt(N) / 2)`` of :func:`latin_hypercube_variance`'s window;
     the fit is worth making only in fewer than ``2 h`` dimensions."""
@@ -95,8 +100,12 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
     ``d p (1 - p) / (2 h)``), and the window smooths part of each main effect into the
     residual. That bias is in expectation: one design's estimate can fall below its own
     variance, most when few points lie above the boundary. It is capped at ``p (1 - p)``, the
-    independent-sample variance, which it reaches when the score has no strong main effects,
-    and which is returned without a fit when ``d >= 2 h`` (the fit's noise alone would reach it).
+    independent-sample variance, which it reaches when the score has no strong main effects.
+
+    In ``d >= 2 h`` dimensions the windows' noise alone would reach that cap, and the main
+    effects' linear parts are fitted instead (:func:`_linear_residual_variance`): a linear fit
+    costs about ``d p (1 - p) / N``, not ``d p (1 - p) / (2 h)``, and removes less, never more,
+    than the main effects do.
 
     Parameters
     ----------
@@ -117,8 +126,8 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
     if n < 3 or binomial <= 0.0:
         return binomial
     h = max(1, min(n // 2, latin_hypercube_window(n) if half_window is None else int(half_window)))
-    if u.shape[1] >= 2 * h:  # the fit's own noise, d p (1 - p) / (2 h), already reaches the cap
-        return binomial
+    if u.shape[1] >= 2 * h:  # the windows' own noise, d p (1 - p) / (2 h), would reach the cap
+        return _linear_residual_variance(np.asarray(u, dtype=float), values, binomial)
     rank = np.arange(n)
     lo, hi = np.maximum(rank - h, 0), np.minimum(rank + h, n - 1)
     count = (hi - lo).astype(float)  # points in the window, the point itself left out
@@ -132,6 +141,59 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
         fitted += np.bincount(order.ravel(), weights=effect.ravel(), minlength=n)
     residual = values - p - fitted
     return float(min(binomial, np.mean(residual * residual)))
+
+
+def _linear_residual_variance(u: np.ndarray, values: np.ndarray, binomial: float) -> float:
+    r"""The variance an indicator's least-squares linear fit leaves, where it is clearly below the binomial.
+
+    ``beta . u`` is additive, so the main effects explain at least its variance and the design's
+    residual ``sigma^2 - sum_j sigma_j^2`` is at most ``sigma^2 - Var(beta . u)``, which
+    ``RSS / (N - r)`` estimates without bias (``r`` the rank of the design ``(1, u)``). It
+    replaces ``binomial`` only when it lies more than two of its standard errors below it
+    (``sd(e^2) sqrt(N) / (N - r)``, ``e`` the residuals): an indicator with no linear main effect
+    keeps the binomial instead of the lower half of its estimate's noise. A fit with fewer than
+    ``max(r, 30)`` residual degrees of freedom is not made. It reads at most
+    :data:`LINEAR_FIT_WORK` ``/ (d + 1)^2`` points, the first ones: a Latin hypercube's rows are
+    in random order, so they are a random subset, and the fit's cost stays bounded in any ``N``.
+    """
+    columns = u.shape[1] + 1
+    n = min(values.size, LINEAR_FIT_WORK // columns**2)
+    if n - columns < max(columns, 30):  # too few points even for a design of full rank
+        return binomial
+    u, values = u[:n], values[:n]
+    coef, rank = _least_squares(u, values)
+    dof = n - rank
+    if dof < max(rank, 30) or not np.all(np.isfinite(coef)):
+        return binomial
+    residual = values - coef[0] - u @ coef[1:]
+    squares = residual * residual
+    estimate = float(squares.sum()) / dof
+    error = float(np.std(squares)) * math.sqrt(n) / dof
+    return estimate if estimate + 2.0 * error < binomial else binomial
+
+
+def _least_squares(u: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Coefficients of ``values`` on ``(1, u)`` and the design's rank, from the normal equations.
+
+    By Cholesky where the design has full rank (a Latin hypercube's, in general), else by the
+    pseudo-inverse (tied or repeated coordinates).
+    """
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    columns = u.shape[1] + 1
+    gram = np.empty((columns, columns))  # (1, u)^T (1, u), without building (1, u)
+    gram[0, 0], gram[0, 1:] = values.size, u.sum(axis=0)
+    gram[1:, 0], gram[1:, 1:] = gram[0, 1:], u.T @ u
+    moment = np.concatenate([[values.sum()], u.T @ values])
+    try:
+        factor = cho_factor(gram, check_finite=False)
+        pivots = np.abs(np.diag(factor[0]))
+        if pivots.min() > 1e-7 * pivots.max():  # a condition number below about 1e14
+            return cho_solve(factor, moment, check_finite=False), columns
+    except LinAlgError:
+        pass
+    coef, _, rank, _ = np.linalg.lstsq(gram, moment, rcond=None)
+    return coef, int(rank)
 
 
 def level_cov(probability: float, n_samples: int, correlation_factor: float = 0.0) -> float:

@@ -189,15 +189,47 @@ def test_latin_hypercube_variance_sees_a_single_main_effect():
     assert estimates.mean() < 0.2 * 0.09
 
 
+@pytest.mark.parametrize("score, dim, n", [
+    (lambda u: u.sum(1), 20, 200),  # additive: the linear fit sees most of the main effects
+    (lambda u: u[:, :5].sum(1) + 0.3 * u[:, 5:].sum(1), 40, 400),  # unequal weights
+    (lambda u: (u * u).sum(1), 20, 200),  # even main effects, no linear part: the binomial
+    (lambda u: u[:, 0] * u[:, 1], 20, 200),  # no main effect at all: the binomial
+])
+def test_latin_hypercube_variance_in_many_dimensions_is_conservative(score, dim, n):
+    # d >= 2 h: the main effects' linear parts replace the windows
+    from scarce.envelope import latin_hypercube_window
+
+    assert dim >= 2 * latin_hypercube_window(n)
+    fractions, estimates = _lhs_fractions(score, dim, n)
+    observed = fractions.var(ddof=1) * n
+    assert estimates.mean() >= 0.85 * observed  # the same allowance as in fewer dimensions
+    assert np.all(estimates <= fractions * (1 - fractions) + 1e-12)
+
+
+def test_latin_hypercube_variance_in_many_dimensions_sees_a_linear_score():
+    fractions, estimates = _lhs_fractions(lambda u: u.sum(1), 20, 200)
+    binomial = fractions * (1 - fractions)
+    # the binomial term overstates this design's error by about half; the linear fit does not
+    assert fractions.var(ddof=1) * 200 < 0.75 * binomial.mean()
+    assert estimates.mean() < 0.75 * binomial.mean()
+    # an even score has no linear part: each design keeps its binomial (the fit's noise is not taken)
+    fractions, estimates = _lhs_fractions(lambda u: (u * u).sum(1), 20, 200)
+    assert np.mean(np.isclose(estimates, fractions * (1 - fractions))) > 0.9
+
+
 def test_latin_hypercube_variance_edge_cases():
     u = np.random.default_rng(0).standard_normal((50, 3))
     assert latin_hypercube_variance(u, np.zeros(50, bool)) == 0.0
     assert latin_hypercube_variance(u, np.ones(50, bool)) == 0.0
     assert latin_hypercube_variance(u[:2], np.array([True, False])) == 0.25
-    # d >= 2 h (h = 5 at N = 100): the fit's own noise reaches the binomial, which is returned unfitted
+    # d >= 2 h (h = 5 at N = 100): the linear fit; no linear effect keeps the binomial unfitted
     wide = np.random.default_rng(1).standard_normal((100, 10))
-    p = np.mean(wide[:, 0] > 1.0)
-    assert latin_hypercube_variance(wide, wide[:, 0] > 1.0) == pytest.approx(p * (1 - p))
+    p = np.mean(np.abs(wide[:, 0]) > 1.0)
+    assert latin_hypercube_variance(wide, np.abs(wide[:, 0]) > 1.0) == pytest.approx(p * (1 - p))
+    # ... and so does a design with too few residual degrees of freedom (N - 11 < 30)
+    few = wide[:40]
+    p = np.mean(few[:, 0] > 0.0)
+    assert latin_hypercube_variance(few, few[:, 0] > 0.0) == pytest.approx(p * (1 - p))
     # blocks of coordinates give the same estimate as one pass
     above = u[:, 0] + u[:, 1] > 1.0
     assert latin_hypercube_variance(u, above, block=50) == pytest.approx(latin_hypercube_variance(u, above))

@@ -75,7 +75,6 @@ from scarce.envelope import (
     chain_correlation_factor,
     combine_cov,
     latin_hypercube_variance,
-    latin_hypercube_window,
     level_cov,
     lineage_variance,
 )
@@ -588,8 +587,7 @@ class _Run:
             return level_cov(probability, n, gamma)
         # level 0: this indicator's term replaces any earlier one (a run stopped here counts failures)
         self.first_level_correction = 0.0
-        if (self.config.first_level != "lhs" or not 0.0 < probability < 1.0
-                or self.problem.dim >= 2 * latin_hypercube_window(n)):  # no fit: the binomial term
+        if self.config.first_level != "lhs" or not 0.0 < probability < 1.0:  # the binomial term
             return level_cov(probability, n, gamma)
         variance = latin_hypercube_variance(level.population.flat_u(), indicator.ravel())
         self.first_level_correction = (variance - probability * (1.0 - probability)) / (n * probability**2)
