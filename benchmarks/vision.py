@@ -21,7 +21,7 @@ with a larger count on independent streams, so that the choice does not bias the
 truth's own noise moves the coverage figures less; ``--truths`` hands in seeds and truths counted
 before (by such a command), so that later commands measure more runs against them without
 counting again. ``--first-rep`` numbers the runs from a later
-repetition (run seeds ``1000 x rep + seed index``), so a setting chosen on some runs can be
+repetition (run seeds ``1000 x rep + seed index``, for seed indices below 1000, which it checks), so a setting chosen on some runs can be
 measured again on fresh ones; the dump records each run's seed.
 
 It reuses the run directory's offline stage (classifier, head, rulers) of ``scarce vision``.
@@ -394,6 +394,19 @@ def _parse_truths(parser: argparse.ArgumentParser, spec: str) -> dict[int, float
     return given
 
 
+def _refuse_shared_run_seeds(indices: list[int]) -> None:
+    """Stop on a seed index of 1000 or more: its runs' seeds ``1000 x rep + index`` are another seed's at a later rep.
+
+    Two seeds' runs on one random stream draw the same noise on two images, so their errors
+    would be correlated and the figures pooled over seeds would count them as independent.
+    """
+    wide = sorted(i for i in indices if i >= 1000)
+    if wide:
+        raise SystemExit(f"seed indices {wide} are 1000 or more: their runs' seeds (1000 x rep + seed index) would "
+                         f"repeat those of seed index {wide[0] - 1000} at the next repetition; measure seed indices "
+                         f"below 1000")
+
+
 def _given_seeds(given: dict[int, float], context) -> tuple[list[int], dict[int, float]]:  # type: ignore[no-untyped-def]
     """The seeds and truths ``--truths`` hands in, each index checked against the run's seed images."""
     count = len(context.seed_images)
@@ -530,6 +543,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
                               else args.target_acceptance)
 
     chosen, dense = _given_seeds(args.given, context) if args.given else _choose_seeds(args, context, truth, preset)
+    _refuse_shared_run_seeds(chosen)
 
     clock = _component_clock()
     methods = _methods(preset, rulers, args.splitting, settings, args.subset)
@@ -658,6 +672,7 @@ def _check_zero_seeds(args: argparse.Namespace, context, truth, rulers: list[str
     from scarce.applications.vision.methods import MethodSettings, run_method
 
     zero = truth[truth.n_failed == 0].index.tolist()[: args.zero_seeds]
+    _refuse_shared_run_seeds(zero)
     counts = {"zero": 0, "positive, flagged not reached": 0, "positive, reached": 0}
     start = time.perf_counter()
     for i in zero:
