@@ -20,9 +20,9 @@ The Monte Carlo run that chooses a seed is its truth by default; ``--truth-sampl
 with a larger count on independent streams, so that the choice does not bias the truth and the
 truth's own noise moves the coverage figures less; ``--truths`` hands in seeds and truths counted
 before (by such a command), so that later commands measure more runs against them without
-counting again. ``--first-rep`` numbers the runs from a later
-repetition (run seeds ``1000 x rep + seed index``, for seed indices below 1000, which it checks), so a setting chosen on some runs can be
-measured again on fresh ones; the dump records each run's seed.
+counting again. ``--first-rep`` numbers the runs from a later repetition (run seeds ``1000 x rep
++ seed index``, for seed indices below 1000, which it checks), so a setting chosen on some runs
+can be measured again on fresh ones; the dump records each run's seed.
 
 It reuses the run directory's offline stage (classifier, head, rulers) of ``scarce vision``.
 """
