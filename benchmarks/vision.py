@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -219,7 +220,42 @@ def _print_honesty(honesty: list[_Honesty], reps: int, n_seeds: int) -> None:
 
 
 def main() -> None:
+    parser = _parser()
+    args = parser.parse_args()
+    args.explicit = _given_options(sys.argv[1:])
+    _check_args(parser, args)
+
+    import torch
+
+    from scarce._allocator import keep_large_blocks
+    from scarce.applications.vision.protocol import parse_overrides
+    from scarce.experiments.executors import blas_threads
+
+    keep_large_blocks()  # as every task process of a real run does (scarce.experiments.executors)
+    torch.set_num_threads(args.threads)
+    # one BLAS thread, as every task of a real run has: numpy's two OpenBLAS threads spin after a
+    # ruler's score and slow torch's threads (ocsvm forward passes 131 against 40 us per query)
+    with blas_threads(1):
+        _measure(args, preset_overrides=parse_overrides(args.set, args.preset))
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the options that choose seeds and truths, then those of the runs measured."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _add_seed_options(parser)
+    _add_run_options(parser)
+    return parser
+
+
+def _given_options(argv: list[str]) -> set[str]:
+    """The options ``argv`` names, whatever their values (a default given explicitly counts)."""
+    parser = _parser()
+    for action in parser._actions:  # every default left out: what parses is what was given
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_known_args(argv)[0]))
+
+
+def _add_seed_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", default="runs/vision-quick")
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--smc-samples", type=int, default=100_000)
@@ -240,6 +276,9 @@ def main() -> None:
                              "--truth-samples counts) instead of choosing seeds; the options that choose them "
                              "(--seeds, --first-seed, --max-p, --min-failures, --smc-samples, --truth-samples) are "
                              "refused beside it")
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--zero-seeds", type=int, default=4, help="seeds with no Monte Carlo failure")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--first-rep", type=int, default=0, metavar="R",
@@ -270,21 +309,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--dump", default=None, help="write every run's estimate, interval, flags and each level's probability and "
                              "correlation factor here (JSON lines; benchmarks/vision_pool.py reads them)")
-    args = parser.parse_args()
-    _check_args(parser, args)
-
-    import torch
-
-    from scarce._allocator import keep_large_blocks
-    from scarce.applications.vision.protocol import parse_overrides
-    from scarce.experiments.executors import blas_threads
-
-    keep_large_blocks()  # as every task process of a real run does (scarce.experiments.executors)
-    torch.set_num_threads(args.threads)
-    # one BLAS thread, as every task of a real run has: numpy's two OpenBLAS threads spin after a
-    # ruler's score and slow torch's threads (ocsvm forward passes 131 against 40 us per query)
-    with blas_threads(1):
-        _measure(args, preset_overrides=parse_overrides(args.set, args.preset))
 
 
 def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -295,7 +319,7 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     if args.given is not None:  # the options that choose seeds would be silently unused
         choosing = [f"--{name.replace('_', '-')}" for name in ("seeds", "first_seed", "max_p", "min_failures",
                                                                "smc_samples", "truth_samples")
-                    if getattr(args, name) != parser.get_default(name)]
+                    if name in args.explicit]
         if choosing:
             parser.error(f"--truths hands in the seeds and their truths; {', '.join(choosing)} would choose them: "
                          "leave them out")
