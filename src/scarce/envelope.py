@@ -79,7 +79,7 @@ LINEAR_FIT_WORK = 4_000_000_000
 
 def latin_hypercube_window(n_samples: int) -> int:
     """The default half-width ``h = ceil(sqrt(N) / 2)`` of :func:`latin_hypercube_variance`'s window;
-    the fit is worth making only in fewer than ``2 h`` dimensions."""
+    the windowed fit is made only in fewer than ``2 h`` dimensions (a linear fit beyond)."""
     return max(1, math.ceil(math.sqrt(n_samples) / 2.0))
 
 
@@ -127,7 +127,7 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
         return binomial
     h = max(1, min(n // 2, latin_hypercube_window(n) if half_window is None else int(half_window)))
     if u.shape[1] >= 2 * h:  # the windows' own noise, d p (1 - p) / (2 h), would reach the cap
-        return _linear_residual_variance(np.asarray(u, dtype=float), values, binomial)
+        return _linear_residual_variance(u, values, binomial)
     rank = np.arange(n)
     lo, hi = np.maximum(rank - h, 0), np.minimum(rank + h, n - 1)
     count = (hi - lo).astype(float)  # points in the window, the point itself left out
@@ -151,16 +151,22 @@ def _linear_residual_variance(u: np.ndarray, values: np.ndarray, binomial: float
     ``RSS / (N - r)`` estimates without bias (``r`` the rank of the design ``(1, u)``). It
     replaces ``binomial`` only when it lies more than two of its standard errors below it
     (``sd(e^2) sqrt(N) / (N - r)``, ``e`` the residuals): an indicator with no linear main effect
-    keeps the binomial instead of the lower half of its estimate's noise. A fit with fewer than
-    ``max(r, 30)`` residual degrees of freedom is not made. It reads at most
-    :data:`LINEAR_FIT_WORK` ``/ (d + 1)^2`` points, the first ones: a Latin hypercube's rows are
-    in random order, so they are a random subset, and the fit's cost stays bounded in any ``N``.
+    keeps the binomial instead of the lower half of its estimate's noise (with no main effect at
+    all, a little of that noise still passes: the rule is one-sided at about 2.3%). A fit with
+    fewer than ``max(r, 30)`` residual degrees of freedom is not made, nor one over a point that
+    is not finite. It reads at most :data:`LINEAR_FIT_WORK` ``/ (d + 1)^2`` points, the first
+    ones: a Latin hypercube's rows are in random order, so they are a random subset, and the
+    fit's cost and memory stay bounded in any ``N`` and ``d``. The points are taken to be
+    distinct, as a Latin hypercube's are: a repeated row would count as a residual degree of
+    freedom.
     """
     columns = u.shape[1] + 1
     n = min(values.size, LINEAR_FIT_WORK // columns**2)
     if n - columns < max(columns, 30):  # too few points even for a design of full rank
         return binomial
-    u, values = u[:n], values[:n]
+    u, values = np.asarray(u[:n], dtype=float), values[:n]
+    if not np.isfinite(u).all():
+        return binomial
     coef, rank = _least_squares(u, values)
     dof = n - rank
     if dof < max(rank, 30) or not np.all(np.isfinite(coef)):
@@ -176,7 +182,7 @@ def _least_squares(u: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, int]:
     """Coefficients of ``values`` on ``(1, u)`` and the design's rank, from the normal equations.
 
     By Cholesky where the design has full rank (a Latin hypercube's, in general), else by the
-    pseudo-inverse (tied or repeated coordinates).
+    pseudo-inverse (tied coordinates, a constant column).
     """
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 

@@ -217,6 +217,27 @@ def test_latin_hypercube_variance_in_many_dimensions_sees_a_linear_score():
     assert np.mean(np.isclose(estimates, fractions * (1 - fractions))) > 0.9
 
 
+def test_latin_hypercube_variance_bounds_the_linear_fit(monkeypatch):
+    import scarce.envelope as envelope
+    from scarce.estimators.subset import latin_hypercube_normal
+
+    u = latin_hypercube_normal(1000, 40, np.random.default_rng(5))
+    above = u.sum(1) > 8.0
+    # the fit reads the first LINEAR_FIT_WORK / (d + 1)^2 rows (here 300), a random subset of a Latin hypercube
+    monkeypatch.setattr(envelope, "LINEAR_FIT_WORK", 300 * 41**2)
+    capped = latin_hypercube_variance(u, above)
+    monkeypatch.undo()
+    p = above.mean()
+    head = envelope._linear_residual_variance(u[:300], above[:300].astype(float), p * (1 - p))
+    assert capped == pytest.approx(head) and capped < 0.8 * p * (1 - p)
+    # in a dimension where no row fits the bound, the binomial, before any copy of the points
+    wide = np.zeros((40, 70_000), dtype=np.float32)
+    assert latin_hypercube_variance(wide, np.arange(40) % 4 == 0) == pytest.approx(0.1875)
+    # a point that is not finite: no fit
+    u[7, 3] = np.nan
+    assert latin_hypercube_variance(u, above) == pytest.approx(p * (1 - p))
+
+
 def test_latin_hypercube_variance_edge_cases():
     u = np.random.default_rng(0).standard_normal((50, 3))
     assert latin_hypercube_variance(u, np.zeros(50, bool)) == 0.0
