@@ -589,7 +589,8 @@ class _Run:
         self.first_level_correction = 0.0
         if self.config.first_level != "lhs" or not 0.0 < probability < 1.0:  # the binomial term
             return level_cov(probability, n, gamma)
-        variance = latin_hypercube_variance(level.population.flat_u(), indicator.ravel())
+        pop = level.population  # level 0: independent draws, one state a chain; a view, not a copy of N x d
+        variance = latin_hypercube_variance(pop.u[:, 0] if pop.independent else pop.flat_u(), indicator.ravel())
         self.first_level_correction = (variance - probability * (1.0 - probability)) / (n * probability**2)
         return math.sqrt(variance / (n * probability**2))
 
