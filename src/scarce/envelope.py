@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scarce._least_squares import solve_normal_equations
+
 
 def chain_correlation_factor(indicator: np.ndarray, mask: np.ndarray) -> float:
     r"""Au-Beck correlation factor ``gamma`` of an indicator along Markov chains.
@@ -148,17 +150,17 @@ def _linear_residual_variance(u: np.ndarray, values: np.ndarray, binomial: float
 
     ``beta . u`` is additive, so the main effects explain at least its variance and the design's
     residual ``sigma^2 - sum_j sigma_j^2`` is at most ``sigma^2 - Var(beta . u)``, which
-    ``RSS / (N - r)`` estimates without bias (``r`` the rank of the design ``(1, u)``). It
-    replaces ``binomial`` only when it lies more than two of its standard errors below it
-    (``sd(e^2) sqrt(N) / (N - r)``, ``e`` the residuals): an indicator with no linear main effect
-    keeps the binomial instead of the lower half of its estimate's noise (with no main effect at
-    all, a little of that noise still passes: the rule is one-sided at about 2.3%). A fit with
-    fewer than ``max(r, 30)`` residual degrees of freedom is not made, nor one over a point that
-    is not finite. It reads at most :data:`LINEAR_FIT_WORK` ``/ (d + 1)^2`` points, the first
-    ones: a Latin hypercube's rows are in random order, so they are a random subset, and the
-    fit's cost and memory stay bounded in any ``N`` and ``d``. The points are taken to be
-    distinct, as a Latin hypercube's are: a repeated row would count as a residual degree of
-    freedom.
+    ``RSS / (N - d - 1)`` estimates without bias. It replaces ``binomial`` only when it lies more
+    than two of its standard errors below it (``sd(e^2) sqrt(N) / (N - d - 1)``, ``e`` the
+    residuals): an indicator with no linear main effect keeps the binomial instead of the lower
+    half of its estimate's noise (with no main effect at all, a little of that noise still
+    passes: the rule is one-sided at about 2.3%). No fit is made with fewer than ``max(d + 1,
+    30)`` residual degrees of freedom, over a point that is not finite, or on a singular design
+    (:func:`scarce._least_squares.solve_normal_equations`). It reads at most
+    :data:`LINEAR_FIT_WORK` ``/ (d + 1)^2`` points, the first ones: a Latin hypercube's rows are
+    in random order, so they are a random subset, and the fit's cost and memory stay bounded in
+    any ``N`` and ``d``. The points are taken to be distinct, as a Latin hypercube's are: a
+    repeated row would count as a residual degree of freedom.
     """
     columns = u.shape[1] + 1
     n = min(values.size, LINEAR_FIT_WORK // columns**2)
@@ -167,39 +169,18 @@ def _linear_residual_variance(u: np.ndarray, values: np.ndarray, binomial: float
     u, values = np.asarray(u[:n], dtype=float), values[:n]
     if not np.isfinite(u).all():
         return binomial
-    coef, rank = _least_squares(u, values)
-    dof = n - rank
-    if dof < max(rank, 30) or not np.all(np.isfinite(coef)):
+    gram = np.empty((columns, columns))  # (1, u)^T (1, u), without building (1, u)
+    gram[0, 0], gram[0, 1:] = n, u.sum(axis=0)
+    gram[1:, 0], gram[1:, 1:] = gram[0, 1:], u.T @ u
+    coef = solve_normal_equations(gram, np.concatenate([[values.sum()], u.T @ values]))
+    if coef is None:  # a singular design (tied coordinates, a constant column): no fit
         return binomial
+    dof = n - columns
     residual = values - coef[0] - u @ coef[1:]
     squares = residual * residual
     estimate = float(squares.sum()) / dof
     error = float(np.std(squares)) * math.sqrt(n) / dof
     return estimate if estimate + 2.0 * error < binomial else binomial
-
-
-def _least_squares(u: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, int]:
-    """Coefficients of ``values`` on ``(1, u)`` and the design's rank, from the normal equations.
-
-    By Cholesky where the design has full rank (a Latin hypercube's, in general), else by the
-    pseudo-inverse (tied coordinates, a constant column).
-    """
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve
-
-    columns = u.shape[1] + 1
-    gram = np.empty((columns, columns))  # (1, u)^T (1, u), without building (1, u)
-    gram[0, 0], gram[0, 1:] = values.size, u.sum(axis=0)
-    gram[1:, 0], gram[1:, 1:] = gram[0, 1:], u.T @ u
-    moment = np.concatenate([[values.sum()], u.T @ values])
-    try:
-        factor = cho_factor(gram, check_finite=False)
-        pivots = np.abs(np.diag(factor[0]))
-        if pivots.min() > 1e-7 * pivots.max():  # a condition number below about 1e14
-            return cho_solve(factor, moment, check_finite=False), columns
-    except LinAlgError:
-        pass
-    coef, _, rank, _ = np.linalg.lstsq(gram, moment, rcond=None)
-    return coef, int(rank)
 
 
 def level_cov(probability: float, n_samples: int, correlation_factor: float = 0.0) -> float:

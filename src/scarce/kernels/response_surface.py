@@ -30,6 +30,8 @@ from functools import cached_property
 
 import numpy as np
 
+from scarce._least_squares import MIN_PIVOT_RATIO  # noqa: F401 - the singularity rule of the fits, re-exported
+from scarce._least_squares import solve_normal_equations as _solve
 from scarce._rows import copies, first_order, member
 
 #: Cells of the piecewise-constant proposal of ``t``: narrow enough that ``phi(t) S(t)`` barely varies
@@ -39,8 +41,6 @@ GRID_CELLS = 1024
 REUSE_RANGE = 1e6
 #: Entries of a surface's guide table to its cells: about four a cell, so that few draws need a search.
 GUIDE_ENTRIES = 4 * GRID_CELLS
-#: Smallest ratio of the equilibrated normal equations' Cholesky pivots: below it the design is singular.
-MIN_PIVOT_RATIO = 1e-6
 #: Finite scores a level needs per coefficient of the surface (``d + 2`` of them) before one is fitted.
 ROWS_PER_COEFFICIENT = 6
 #: The fit reads about ``max(FIT_ROWS, ROWS_PER_COEFFICIENT (d + 2))`` kept points, evenly spaced.
@@ -397,33 +397,6 @@ def _normal_equations(design: np.ndarray, y: np.ndarray, finite: np.ndarray) -> 
     if not finite.all():
         design, y = design[finite], y[finite]
     return design.T @ design, design.T @ y
-
-
-def _solve(gram: np.ndarray, moment: np.ndarray) -> np.ndarray | None:
-    """Least-squares coefficients ``(alpha, beta_1..beta_d, kappa)`` from the normal equations (None: singular).
-
-    The equations are equilibrated (unit diagonal), so the Cholesky factor's diagonal measures the
-    design rather than the columns' units; a ratio of its extremes below ``MIN_PIVOT_RATIO`` (a
-    condition number above about 1e12) counts as singular.
-    """
-    from scipy.linalg import lapack
-
-    diagonal = gram.diagonal()
-    if not (diagonal > 0.0).all():  # also False for NaN
-        return None
-    with np.errstate(all="ignore"):
-        scale = 1.0 / np.sqrt(diagonal)
-        unit = gram * scale[:, None]
-        unit *= scale
-        rhs = moment * scale
-        if not (np.isfinite(unit).all() and np.isfinite(rhs).all()):
-            return None
-        factor, coef, info = lapack.dposv(unit, rhs, lower=1, overwrite_a=1, overwrite_b=1)
-        pivots = np.abs(factor.diagonal())
-        if info != 0 or not pivots.min() >= MIN_PIVOT_RATIO * pivots.max():
-            return None
-        coef *= scale
-    return coef if np.isfinite(coef).all() else None
 
 
 def _agreement(fitted_score: np.ndarray, score: np.ndarray, threshold: float) -> float:
