@@ -45,6 +45,8 @@ from scarce.seeding import SeedLike, as_generator
 __all__ = ["CalibratedEstimate", "CalibrationWarning", "SurrogateCalibration", "precision_recall"]
 
 _GOOD_BELOW, _GOOD_ABOVE, _BAD_BELOW, _BAD_ABOVE = range(4)
+#: Most bootstrap resamples of ``C_tau``: four cell totals each, 320 MB at this many.
+MAX_RESAMPLES = 10_000_000
 
 
 class CalibrationWarning(ScarceWarning):
@@ -55,11 +57,14 @@ def _check_weights(sample_weight: ArrayLike | None, n: int) -> NDArray[np.float6
     if sample_weight is None:
         return None
     w = check_scores(sample_weight, name="sample_weight")
-    if w.size != n or np.any(w < 0) or w.sum() <= 0:
+    if w.size != n or np.any(w < 0) or not w.max(initial=0.0) > 0:
         raise ScarceError(f"sample_weight must hold {n} non-negative finite weights with a "
-                          f"positive sum; got shape {w.shape}, min {w.min():.3g}, "
+                          f"positive sum; got shape {w.shape}, min {w.min(initial=0.0):.3g}, "
                           f"sum {w.sum():.3g}")
-    return w
+    # Precision, recall and C_tau are ratios of weight sums: dividing by the largest weight (a
+    # power of two, so exactly) leaves them unchanged and keeps weights near the largest double
+    # from summing to inf
+    return w / 2.0 ** math.floor(math.log2(w.max()))
 
 
 def precision_recall(scores: ArrayLike, labels: ArrayLike, threshold: float | ArrayLike,
@@ -86,9 +91,7 @@ def precision_recall(scores: ArrayLike, labels: ArrayLike, threshold: float | Ar
     s = check_scores(scores, name="scores", allow_inf=True)
     y = check_labels(labels, n_samples=s.size, name="labels", require_both=False)
     w = _check_weights(sample_weight, s.size)
-    t = np.asarray(threshold, dtype=float)
-    if np.isnan(t).any():
-        raise ScarceError("threshold must not be NaN")
+    t = _check_thresholds(threshold)
     order = np.argsort(s, kind="stable")
     ws = np.ones(s.size) if w is None else w[order]
     # suffix sums: weight of all / of failures among the samples sorted at or after position i
@@ -101,6 +104,23 @@ def precision_recall(scores: ArrayLike, labels: ArrayLike, threshold: float | Ar
     if t.ndim == 0:
         return float(precision), float(recall)
     return precision, recall
+
+
+def _check_thresholds(threshold: object) -> NDArray[np.float64]:
+    """One real level ``tau`` or a 1-D array of them (``+-inf`` allowed), as floats; a ScarceError otherwise."""
+    if is_real(threshold):
+        try:
+            t = np.asarray(float(threshold))  # type: ignore[arg-type]
+        except OverflowError:  # an int beyond the doubles
+            t = np.asarray(math.nan)
+    else:
+        raw = np.asarray(threshold) if isinstance(threshold, (list, tuple, np.ndarray)) else None
+        ok = raw is not None and raw.ndim <= 1 and raw.dtype.kind in "iuf"
+        t = raw.astype(float) if ok else np.asarray(math.nan)
+    if np.isnan(t).any():
+        raise ScarceError(f"threshold must be a real number or a 1-D array of them (+-inf allowed, NaN not), "
+                          f"got {threshold!r:.200}")
+    return t
 
 
 @dataclass(frozen=True)
@@ -161,7 +181,7 @@ class SurrogateCalibration(BaseEstimator):
     threshold : float
         The surrogate level ``tau`` (e.g. ``ruler.threshold(75)``; see :meth:`from_ruler`).
     n_resamples : int
-        Bootstrap resamples for :meth:`factor_interval`.
+        Bootstrap resamples for :meth:`factor_interval`, at most :data:`MAX_RESAMPLES`.
     random_state : int, numpy Generator, SeedSequence or None
         Seed of the bootstrap. An int (or None-free seed) gives the same interval on every call.
 
@@ -218,11 +238,14 @@ class SurrogateCalibration(BaseEstimator):
             If ``recall(threshold) = 0`` (no labelled failure reaches ``tau``; ``C_tau`` undefined).
         """
         tau = self.threshold
-        if not is_real(tau) or math.isnan(tau):
+        try:
+            tau = float(tau) if is_real(tau) else math.nan
+        except OverflowError:  # an int beyond the doubles
+            tau = math.nan
+        if math.isnan(tau):
             raise ScarceError(f"threshold must be a real number (the surrogate level tau; +-inf "
-                              f"allowed, NaN not); got {tau!r}")
-        tau = float(tau)
-        check_positive_int("n_resamples", self.n_resamples)
+                              f"allowed, NaN not); got {self.threshold!r:.200}")
+        check_positive_int("n_resamples", self.n_resamples, maximum=MAX_RESAMPLES)
         s = check_scores(scores, name="scores", allow_inf=True)
         y = check_labels(labels, n_samples=s.size, name="labels")
         w = _check_weights(sample_weight, s.size)
@@ -293,13 +316,18 @@ class SurrogateCalibration(BaseEstimator):
         check_is_fitted(self)
         level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
         rng = as_generator(self.random_state, name="random_state")
-        factors = self._bootstrap_factors(check_positive_int("n_resamples", self.n_resamples), rng)
+        n_resamples = check_positive_int("n_resamples", self.n_resamples, maximum=MAX_RESAMPLES)
+        factors = self._bootstrap_factors(n_resamples, rng)
         keep = ~np.isnan(factors)
         if not keep.all():
             warn_user(f"{(~keep).sum()} of {factors.size} bootstrap resamples had no failure and "
                       "were dropped; the calibration set has too few failures for a reliable "
                       "interval", CalibrationWarning)
         factors = factors[keep]
+        if factors.size == 0:
+            raise ScarceError(f"factor_interval: none of the {keep.size} bootstrap resamples held a failure, so "
+                              f"C_tau has no interval; use more resamples (n_resamples={self.n_resamples}) or a "
+                              f"calibration set with more failures (it has {self.n_bad_})")
         tail = 50.0 * (1.0 - level)
         lo = np.percentile(factors, tail, method="lower")
         hi = np.percentile(factors, 100.0 - tail, method="higher")
@@ -327,16 +355,13 @@ class SurrogateCalibration(BaseEstimator):
         check_is_fitted(self)
         level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
         c = self.factor_
-        if is_real(estimate):
-            p, obj = float(estimate), None
-        elif hasattr(estimate, "probability"):
-            p, obj = float(estimate.probability), estimate
-        else:
+        obj = None if is_real(estimate) else estimate
+        value = estimate if obj is None else getattr(estimate, "probability", None)
+        if obj is not None and not hasattr(estimate, "probability"):
             raise ScarceError("estimate must be a probability (float) or an object with a "
                               f"'probability' attribute (e.g. EstimateResult); got "
                               f"{type(estimate).__name__}")
-        if not 0.0 <= p <= 1.0:
-            raise ScarceError(f"estimate probability must lie in [0, 1]; got {p!r}")
+        p = check_in_interval("estimate probability", value, 0.0, 1.0, low_open=False)
         fields: dict[str, Any] = {}
         if obj is not None and hasattr(obj, "ci"):
             lo, hi = obj.ci(level)

@@ -54,6 +54,7 @@ def chain_correlation_factor(indicator: np.ndarray, mask: np.ndarray) -> float:
     ``R(k) = mean over valid pairs of I[j, i] I[j, i + k] - p^2``, ``rho(k) = R(k) / R(0)``
     with ``R(0) = p (1 - p)``, and ``N_s`` the longest chain length.
     """
+    _check_chain_arrays(indicator, mask)
     values = np.where(mask, indicator, 0.0).astype(float)
     n_steps = values.shape[1]
     n = mask.sum()
@@ -74,6 +75,19 @@ def chain_correlation_factor(indicator: np.ndarray, mask: np.ndarray) -> float:
     return max(gamma, -1.0)
 
 
+def _check_chain_arrays(indicator: object, mask: object) -> None:
+    """Both arrays of one shape ``(n_chains, n_steps)``, the mask boolean; a ScarceError naming them otherwise."""
+    from scarce.errors import ScarceError
+
+    if not (isinstance(indicator, np.ndarray) and isinstance(mask, np.ndarray) and indicator.ndim == 2
+            and mask.shape == indicator.shape and mask.dtype == bool and indicator.dtype.kind in "biuf"):
+        describe = [f"{type(a).__name__}" if not isinstance(a, np.ndarray) else f"shape {a.shape}, dtype {a.dtype}"
+                    for a in (indicator, mask)]
+        raise ScarceError(f"chain_correlation_factor: indicator must be a numeric array of shape (n_chains, n_steps) "
+                          f"and mask a boolean array of the same shape; got indicator {describe[0]}, mask "
+                          f"{describe[1]}")
+
+
 #: Rows times squared columns of the linear fit of :func:`latin_hypercube_variance` in many dimensions
 #: (a fraction of a second of matrix products): 6,500 points of 784 coordinates.
 LINEAR_FIT_WORK = 4_000_000_000
@@ -82,7 +96,9 @@ LINEAR_FIT_WORK = 4_000_000_000
 def latin_hypercube_window(n_samples: int) -> int:
     """The default half-width ``h = ceil(sqrt(N) / 2)`` of :func:`latin_hypercube_variance`'s window;
     the windowed fit is made only in fewer than ``2 h`` dimensions (a linear fit beyond)."""
-    return max(1, math.ceil(math.sqrt(n_samples) / 2.0))
+    from scarce.checks import check_positive_int
+
+    return max(1, math.ceil(math.sqrt(check_positive_int("n_samples", n_samples)) / 2.0))
 
 
 def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: int | None = None,
@@ -123,6 +139,7 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
     """
     values = np.asarray(indicator, dtype=float).ravel()
     n = values.size
+    _check_design(u, n)
     p = float(values.mean()) if n else 0.0
     binomial = p * (1.0 - p)
     if n < 3 or binomial <= 0.0:
@@ -143,6 +160,16 @@ def latin_hypercube_variance(u: np.ndarray, indicator: np.ndarray, half_window: 
         fitted += np.bincount(order.ravel(), weights=effect.ravel(), minlength=n)
     residual = values - p - fitted
     return float(min(binomial, np.mean(residual * residual)))
+
+
+def _check_design(u: object, n: int) -> None:
+    """The design's points: an array of shape ``(n, d)``, one row per indicator value; a ScarceError otherwise."""
+    if not (isinstance(u, np.ndarray) and u.ndim == 2 and u.shape[0] == n):
+        from scarce.errors import ScarceError
+
+        shape = u.shape if isinstance(u, np.ndarray) else type(u).__name__
+        raise ScarceError(f"latin_hypercube_variance: u must be an array of shape (N, d) with one row per indicator "
+                          f"value (N = {n}), got {shape}")
 
 
 def _linear_residual_variance(u: np.ndarray, values: np.ndarray, binomial: float) -> float:
@@ -184,18 +211,32 @@ def _linear_residual_variance(u: np.ndarray, values: np.ndarray, binomial: float
 
 
 def level_cov(probability: float, n_samples: int, correlation_factor: float = 0.0) -> float:
-    """Au-Beck CoV ``sqrt((1 - p) / (N p) * (1 + gamma))`` of one level's fraction (``inf`` if p = 0)."""
-    from scarce.checks import check_positive_int
+    """Au-Beck CoV ``sqrt((1 - p) / (N p) * (1 + gamma))`` of one level's fraction (``inf`` if p = 0).
+
+    ``p`` must lie in [0, 1] and ``gamma`` be a finite number >= -1 (a NaN or an out-of-range
+    value is refused: it would read as a CoV of 0, a level known exactly).
+    """
+    from scarce.checks import check_in_interval, check_positive_int
 
     n_samples = check_positive_int("n_samples", n_samples)
+    probability = check_in_interval("probability", probability, 0.0, 1.0, low_open=False)
+    # gamma >= -1 (chain_correlation_factor's floor); a NaN would read as a CoV of 0 below
+    correlation_factor = check_in_interval("correlation_factor", correlation_factor, -1.0, math.inf, low_open=False,
+                                           high_open=True)
     if probability <= 0.0:
         return math.inf
     return math.sqrt(max(0.0, (1.0 - probability) / (n_samples * probability) * (1.0 + correlation_factor)))
 
 
 def combine_cov(level_covs: list[float] | tuple[float, ...]) -> float:
-    """Total CoV ``sqrt(sum delta_l^2)`` of a product of level fractions."""
-    return math.sqrt(sum(c * c for c in level_covs))
+    """Total CoV ``sqrt(sum delta_l^2)`` of a product of level fractions (each a number >= 0, ``inf`` allowed)."""
+    from scarce.checks import is_real
+    from scarce.errors import ScarceError, show
+
+    if not isinstance(level_covs, (list, tuple, np.ndarray)) or not all(
+            is_real(c) and (float(c) >= 0.0 or math.isnan(float(c))) for c in level_covs):
+        raise ScarceError(f"level_covs must be a list of numbers >= 0 (inf allowed), got {show(level_covs)}")
+    return math.sqrt(sum(float(c) * float(c) for c in level_covs))
 
 
 def lineage_variance(
@@ -264,9 +305,14 @@ def lognormal_interval(
 
     level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
     probability = check_in_interval("probability", probability, 0.0, 1.0, low_open=False)
-    if not is_real(cov) or float(cov) < 0.0:  # inf or NaN: a CoV no run could measure
-        raise ScarceError(f"cov must be a number >= 0 (inf or NaN where unmeasured), got {show(cov)}")
-    cov = float(cov)
+    try:
+        number = float(cov) if is_real(cov) else math.nan
+    except OverflowError:  # an int beyond the doubles
+        number = -1.0
+    if not is_real(cov) or number < 0.0:  # inf or NaN: a CoV no run could measure
+        raise ScarceError(f"cov must be a number >= 0 within the doubles (inf or NaN where unmeasured), "
+                          f"got {show(cov)}")
+    cov = number
     if df is not None:
         df = check_in_interval("df", df, 0.0, math.inf, high_open=True)
     if probability <= 0.0 or not math.isfinite(cov):
@@ -332,6 +378,10 @@ class Envelope:
 
         delta = check_in_interval("delta", delta, 0.0, 1.0, high_open=True)
         final = check_in_interval("final", final, 0.0, 1.0, low_open=False)
+        if not isinstance(running, (list, tuple, np.ndarray)):
+            from scarce.errors import ScarceError, show
+
+            raise ScarceError(f"running must be a list of the running estimates (probabilities), got {show(running)}")
         running = [check_in_interval(f"running[{i}]", p, 0.0, 1.0, low_open=False) for i, p in enumerate(running)]
         return cls(delta=delta, level_lower=tuple(delta * p for p in running), lower=delta * final)
 

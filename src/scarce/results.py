@@ -401,7 +401,7 @@ class EstimateResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EstimateResult:
         """Inverse of :meth:`to_dict`, and of :meth:`to_json` once parsed (its ``"nonfinite"`` map
-        restored); accepts the strings "inf", "-inf", "nan" for floats (older JSON files).
+        restored); accepts the strings "inf", "-inf", "nan" in the float fields and level records (older JSON files).
 
         A file may hold anything: what is not a result (a missing field, a probability outside
         [0, 1], a negative count or CoV, a ``"nonfinite"`` path that leads nowhere) is refused
@@ -418,7 +418,7 @@ class EstimateResult:
                               f"got {type(nonfinite).__name__}")
         for path, value in nonfinite.items():
             _set_path(data, str(path), value)
-        data = _decode_floats(data)
+        data = _decode_legacy_floats(data)
         known = {f.name for f in fields(cls)}
         unknown, missing = set(data) - known, _REQUIRED - set(data)
         if unknown or missing:
@@ -544,11 +544,22 @@ def _check_fields(data: dict[str, Any]) -> None:
         raise ScarceError("EstimateResult.from_dict: info must be a dict and levels a list")
 
 
-def _decode_floats(value: Any) -> Any:
-    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
-        return float(value)
-    if isinstance(value, dict):
-        return {k: _decode_floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode_floats(v) for v in value]
-    return value
+#: The result's float fields, where older files wrote a non-finite float as a string.
+_FLOAT_FIELDS = ("probability", "cov", "wall_time", "level_probability")
+
+
+def _decode_legacy_floats(data: dict[str, Any]) -> dict[str, Any]:
+    """The strings "inf", "-inf" and "nan" read as floats where a float belongs (older files wrote them so).
+
+    Only in the float fields of the result and of its level records (whose fields are all
+    numbers): a string field that happens to read "nan" (a problem of that name) or a string in
+    ``info`` stays the string it was.
+    """
+    def decoded(value: Any) -> Any:
+        return float(value) if isinstance(value, str) and value in ("inf", "-inf", "nan") else value
+
+    data = {key: decoded(value) if key in _FLOAT_FIELDS else value for key, value in data.items()}
+    if isinstance(data.get("levels"), list):
+        data["levels"] = [{key: decoded(value) for key, value in level.items()} if isinstance(level, dict) else level
+                          for level in data["levels"]]
+    return data

@@ -25,7 +25,7 @@ from scarce import (
     make_kernel,
 )
 from scarce.errors import EvaluationError, ScarceError
-from scarce.kernels import ConditionalSampling
+from scarce.kernels import ConditionalSampling, KernelParams
 from scarce.problems import linear
 
 
@@ -294,3 +294,72 @@ def test_the_mean_centred_interval_keeps_the_estimate_inside_at_any_level():
     for level in (0.01, 0.3, 0.5, 0.95, 0.999999):
         low, high = r.ci(level)
         assert low <= r.probability <= high and not math.isnan(high)
+
+
+# -- a kernel changed after construction, and a user's kernel inside the surface kernel ----------
+
+
+def _changed(kernel, **settings):
+    for name, value in settings.items():
+        setattr(kernel, name, value)
+    return kernel
+
+
+@pytest.mark.parametrize("kernel, message", [
+    (_changed(make_kernel("acs"), initial_scale=-0.5), r"ConditionalSampling.initial_scale must be in \(0, 1e\+06\]"),
+    (_changed(make_kernel("acs"), initial_scale=math.nan), "ConditionalSampling.initial_scale must be a finite"),
+    (_changed(make_kernel("acs"), initial_scale="0.5"), "ConditionalSampling.initial_scale must be a number"),
+    (_changed(make_kernel("mma"), initial_scale=math.inf), "ModifiedMetropolis.initial_scale must be a finite"),
+    (_changed(make_kernel("acs"), spread="bogus"), "ConditionalSampling.spread"),
+    (_changed(make_kernel("mma"), proposal="bogus"), "ModifiedMetropolis.proposal"),
+    (_changed(make_kernel("acs"), adapt="yes"), "ConditionalSampling.adapt must be True or False"),
+    (_changed(make_kernel("surface"), local=None), "ResponseSurfaceSampling.local must be a scarce.kernels.Kernel"),
+    (_changed(make_kernel("surface"), min_agreement=2), r"ResponseSurfaceSampling.min_agreement must be in \(0, 1\]"),
+])
+@pytest.mark.parametrize("estimator", [SubsetSimulation, AdaptiveMultilevelSplitting])
+def test_a_kernel_setting_changed_after_construction_is_checked_before_the_run(kernel, message, estimator):
+    calls = []
+    problem = RareEventProblem.from_score(lambda u: calls.append(1) or u.sum(axis=1), 3, threshold=4.0)
+    with pytest.raises(ScarceError, match=message):
+        estimator(n_samples=100, kernel=kernel).estimate(problem, seed=0)
+    assert not calls
+
+
+class _NaNCandidates(ConditionalSampling):
+    def propose(self, u, params, rng):
+        return np.full_like(u, np.nan)
+
+
+class _NoTune(ConditionalSampling):
+    def tune(self, seeds, scale):
+        return None
+
+
+class _BadAdapted(ConditionalSampling):
+    def adapted(self, params, acceptance, step):
+        return "x"
+
+
+class _NegativeScale(ConditionalSampling):
+    def tune(self, seeds, scale):
+        return KernelParams(scale=-1.0, spread=np.ones(seeds.shape[1]))
+
+
+class _TextFactors(ConditionalSampling):
+    def propose_weighted(self, u, params, rng):
+        return self.propose(u, params, rng), np.array(["a"] * u.shape[0])
+
+
+@pytest.mark.parametrize("kernel, message", [
+    (make_kernel("surface", local=_NaNCandidates()), "returned non-finite candidates"),
+    (make_kernel("surface", local=_NoTune()), r"_NoTune.tune\(\) \(the local kernel of ResponseSurfaceSampling\)"),
+    (_BadAdapted(), r"_BadAdapted.adapted\(\) must return a KernelParams, got str"),
+    (_NegativeScale(), r"_NegativeScale.tune\(\) must return a KernelParams whose scale is a finite number > 0"),
+    (_TextFactors(), "log factors must be None or a real array"),
+])
+def test_a_users_kernel_is_named_for_what_it_returned_even_inside_the_surface_kernel(kernel, message):
+    # d = 50 at N = 200: too few points for a surface, so the local kernel moves every chain
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ScarceError, match=message):
+            SubsetSimulation(n_samples=200, kernel=kernel).estimate(linear(dim=50, probability=1e-3), seed=0)

@@ -236,7 +236,7 @@ def test_bad_labelled_sets_are_rejected():
         cal.fit([0.1, np.nan], [0, 1])
     with pytest.raises(ValueError, match="sample_weight must hold 2 non-negative"):
         cal.fit([0.1, 0.9], [0, 1], sample_weight=[1.0, -1.0])
-    with pytest.raises(ValueError, match="n_resamples must be an integer >= 1"):
+    with pytest.raises(ValueError, match="n_resamples must be an integer in \[1, 10000000\]"):
         SurrogateCalibration(threshold=0.5, n_resamples=0).fit([0.1, 0.9], [0, 1])
     assert SurrogateCalibration(threshold=0.5).fit([-np.inf, np.inf], [0, 1]).factor_ == 1.0
 
@@ -247,7 +247,7 @@ def test_apply_and_interval_validate_their_arguments(fitted_calibration):
         SurrogateCalibration(threshold=0.5).factor_interval()
     with pytest.raises(ScarceError, match="estimate must be a probability"):
         cal.apply("1e-4")
-    with pytest.raises(ValueError, match=r"must lie in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"estimate probability must be in \[0, 1\]"):
         cal.apply(1.5)
     with pytest.raises(ValueError, match=r"level must be (a finite number )?in \(0, 1\)"):
         cal.factor_interval(95)
@@ -262,3 +262,43 @@ def test_too_few_failures_warn_in_the_bootstrap():
     with pytest.warns(CalibrationWarning, match="had no failure"):
         lo, hi = cal.factor_interval()
     assert lo <= cal.factor_ <= hi
+
+
+@pytest.mark.parametrize("threshold", ["abc", "0.5", 1 + 2j, None, True, [[0.5], [1.0]], object()])
+def test_precision_recall_names_a_threshold_that_is_not_a_real_number(threshold):
+    with pytest.raises(ValueError, match="threshold must be a real number or a 1-D array of them"):
+        precision_recall([0.1, 0.9], [0, 1], threshold)
+
+
+def test_weights_near_the_largest_double_give_the_ratios_of_any_scale():
+    rng = np.random.default_rng(0)
+    labels = np.repeat([0, 1], 100)
+    scores = rng.normal(size=200) + labels
+    base = precision_recall(scores, labels, 0.5, sample_weight=np.full(200, 3.0))
+    assert precision_recall(scores, labels, 0.5, sample_weight=np.full(200, 1e307)) == pytest.approx(base, rel=1e-12)
+    huge = SurrogateCalibration(0.5).fit(scores, labels, sample_weight=np.full(200, 1e307))
+    assert huge.factor_ == pytest.approx(base[0] / base[1], rel=1e-12)
+
+
+def test_an_interval_with_every_bootstrap_resample_dropped_is_a_clear_error():
+    scores, labels = np.r_[np.zeros(99), 1.0], np.r_[np.zeros(99), 1]
+    cal = SurrogateCalibration(0.5, n_resamples=1, random_state=2).fit(scores, labels)
+    with pytest.warns(CalibrationWarning), pytest.raises(ValueError, match="none of the 1 bootstrap resamples"):
+        cal.factor_interval()
+    with pytest.raises(ValueError, match=r"n_resamples must be an integer in \[1, 10000000\]"):
+        SurrogateCalibration(0.5, n_resamples=2**40).fit(scores, labels)
+
+
+def test_a_threshold_or_estimate_beyond_the_doubles_or_not_a_number_is_named():
+    scores, labels = [0.1, 0.5, 0.9, 1.2], [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="threshold must be a real number"):
+        SurrogateCalibration(10**400).fit(scores, labels)
+    cal = SurrogateCalibration(0.8).fit(scores, labels)
+    with pytest.raises(ValueError, match="estimate probability must be a finite number"):
+        cal.apply(10**400)
+
+    class Stored:
+        probability = "0.1"
+
+    with pytest.raises(ValueError, match="estimate probability must be a number in"):
+        cal.apply(Stored())

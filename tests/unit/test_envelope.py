@@ -292,3 +292,34 @@ def test_latin_hypercube_variance_stays_between_zero_and_the_binomial_on_any_des
 def test_public_interval_helpers_refuse_bad_arguments_by_name(call, name):
     with pytest.raises(ScarceError, match=name):
         call()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: level_cov(math.nan, 100), "probability must be a finite number"),
+    (lambda: level_cov(1.5, 100), r"probability must be in \[0, 1\]"),
+    (lambda: level_cov(0.1, 100, math.nan), "correlation_factor must be a finite number"),
+    (lambda: level_cov(0.1, 100, -2.0), r"correlation_factor must be in \[-1, inf\)"),
+    (lambda: lognormal_interval(0.1, 10**400), "cov must be a number >= 0 within the doubles"),
+    (lambda: combine_cov(None), "level_covs must be a list of numbers >= 0"),
+    (lambda: combine_cov([0.1, -1.0]), "level_covs must be a list of numbers >= 0"),
+])
+def test_a_nan_or_out_of_range_level_input_is_refused_not_read_as_a_cov_of_zero(call, message):
+    with pytest.raises(ScarceError, match=message):
+        call()
+
+
+def test_chain_and_design_arrays_of_the_wrong_shape_are_named():
+    from scarce.envelope import Envelope, latin_hypercube_variance, latin_hypercube_window
+
+    with pytest.raises(ScarceError, match="indicator must be a numeric array of shape"):
+        chain_correlation_factor(np.ones((3, 4)), np.ones((3, 5), dtype=bool))
+    with pytest.raises(ScarceError, match="indicator must be a numeric array of shape"):
+        chain_correlation_factor(np.ones(3), np.ones(3, dtype=bool))
+    with pytest.raises(ScarceError, match="one row per indicator value"):
+        latin_hypercube_variance(np.zeros((60, 2)), np.arange(120) % 2 == 0)
+    with pytest.raises(ScarceError, match="n_samples must be an integer >= 1"):
+        latin_hypercube_window(-4)
+    with pytest.raises(ScarceError, match="running must be a list"):
+        Envelope.from_running(None, 0.1, 0.05)
+    assert level_cov(0.1, 100, 1.0) == pytest.approx(math.sqrt(0.9 / 10 * 2))
+    assert combine_cov([0.1, math.inf]) == math.inf

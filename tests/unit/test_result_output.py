@@ -3,6 +3,7 @@ Monte Carlo without a failure flagged with the rule of three."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import warnings
@@ -52,3 +53,13 @@ def test_an_infinite_cov_says_why_and_monte_carlo_without_failure_is_flagged():
     assert any("no failure in 1,000 samples: P <= 0.003 at 95% (rule of three" in flag for flag in mc.flags)
     hit = scarce.MonteCarlo(n_samples=1000).estimate(linear(dim=3, probability=0.05), seed=0)
     assert hit.n_failed > 0 and not any("rule of three" in flag for flag in hit.flags)
+
+
+@pytest.mark.parametrize("name", ["nan", "inf", "-inf"])
+def test_a_string_field_reading_nan_or_inf_round_trips_as_the_string(name):
+    problem = scarce.RareEventProblem.from_score(lambda u: u.sum(axis=1), 2, threshold=3.0, name=name)
+    result = scarce.SubsetSimulation(n_samples=200).estimate(problem, seed=0)
+    result = dataclasses.replace(result, info={**result.info, "note": name})
+    back = scarce.EstimateResult.from_json(result.to_json())
+    assert back.problem == name and back.info["note"] == name
+    assert back.to_json() == result.to_json()

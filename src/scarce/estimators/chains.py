@@ -173,7 +173,7 @@ def run_chains(
                               ahead)
         u[:active, state], score[:active, state], key[:active, state] = cur_u, cur_s, cur_k
         n_accepted, n_proposed, n_queries = n_accepted + int(accept.sum()), n_proposed + active, n_queries + calls
-        params = kernel.adapted(params, accept.sum() / active, step)
+        params = checked_params(kernel, "adapted", kernel.adapted(params, accept.sum() / active, step))
     rate = n_accepted / n_proposed if n_proposed else math.nan
     parent = None if seeds_parent is None else np.asarray(seeds_parent)[order]
     population = Population(u=u, score=score, key=key, mask=mask, parent=parent, seed_score=seed_score)
@@ -190,11 +190,22 @@ def _level_params(kernel: Kernel, seeds_u: np.ndarray, scale: float, sample: tup
 
 
 def checked_params(kernel: Kernel, method: str, params: object) -> KernelParams:
-    """``params`` if it is a :class:`KernelParams`; an error naming the kernel's method otherwise."""
+    """``params`` if it is a :class:`KernelParams` with a finite scale > 0; an error naming the kernel's method otherwise.
+
+    The scale is adapted on the log scale (:func:`scarce.kernels.adaptation.adapt_scale`), so a
+    scale of 0, a negative or a non-finite one would fail there, far from the method that made it.
+    """
     if not isinstance(params, KernelParams):
         from scarce.errors import ScarceError
 
         raise ScarceError(f"{type(kernel).__name__}.{method}() must return a KernelParams, got {type(params).__name__}")
+    scale = params.scale
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (float, int, np.floating, np.integer)) or not (
+            0.0 < scale < math.inf):
+        from scarce.errors import ScarceError, show
+
+        raise ScarceError(f"{type(kernel).__name__}.{method}() must return a KernelParams whose scale is a finite "
+                          f"number > 0, got scale={show(scale)}")
     return params
 
 
@@ -207,9 +218,12 @@ def _check_candidates(kernel: Kernel, cur_u: np.ndarray, candidate: object, log_
     from scarce.errors import ScarceError
 
     _check_points(kernel, "propose", candidate, cur_u.shape)
-    if log_factor is not None and (not isinstance(log_factor, np.ndarray) or log_factor.shape != cur_u.shape[:1]):
-        raise ScarceError(f"{type(kernel).__name__}.propose_weighted's log factors must be None or an array of "
-                          f"shape ({cur_u.shape[0]},), got {type(log_factor).__name__}")
+    if log_factor is not None and (not isinstance(log_factor, np.ndarray) or log_factor.shape != cur_u.shape[:1]
+                                   or log_factor.dtype.kind not in "iuf"):
+        got = f"shape {log_factor.shape}, dtype {log_factor.dtype}" if isinstance(log_factor, np.ndarray) else \
+            type(log_factor).__name__
+        raise ScarceError(f"{type(kernel).__name__}.propose_weighted's log factors must be None or a real array of "
+                          f"shape ({cur_u.shape[0]},), got {got}")
     _refuse_nonfinite(kernel, "propose", candidate)  # type: ignore[arg-type]
 
 
@@ -234,8 +248,19 @@ def _refuse_nonfinite(kernel: Kernel, method: str, points: np.ndarray) -> None:
     """A kernel outside this package must return finite candidates (this package's are tested to)."""
     from scarce.errors import ScarceError
 
-    if type(kernel).__module__.split(".")[0] != "scarce" and not np.isfinite(points).all():
+    if not _ours(kernel) and not np.isfinite(points).all():
         raise ScarceError(f"{type(kernel).__name__}.{method} returned non-finite candidates")
+
+
+def _ours(kernel: object) -> bool:
+    """Whether a kernel is this package's, and so is every kernel it wraps (a ``local`` one)."""
+    for _ in range(8):  # a wrapper of a wrapper at most, in this package
+        if kernel is None:
+            return True
+        if type(kernel).__module__.split(".")[0] != "scarce":
+            return False
+        kernel = getattr(kernel, "local", None)
+    return False
 
 
 def _states(seeds_u: np.ndarray, seeds_s: np.ndarray, seeds_k: np.ndarray, lengths: np.ndarray,

@@ -124,6 +124,7 @@ class AdaptiveMultilevelSplitting(Estimator):
         kernel = ConditionalSampling() if self.kernel is None else self.kernel
         if not isinstance(kernel, Kernel):
             raise ScarceError(f"kernel must be a scarce.kernels.Kernel, got {type(kernel).__name__}")
+        kernel.check_settings()
         replicas = check_positive_int("n_replicas", self.n_replicas, minimum=2)
         max_queries = None
         if self.max_queries is not None:
@@ -259,7 +260,8 @@ class _Replica:
         self.cur_u[accept] = candidate[accept]
         self.cur_s[accept] = score[accept[moved]]
         self.accepted += int(accept.sum())
-        self.params = self.cfg.kernel.adapted(self.params, float(accept.mean()), step)
+        self.params = checked_params(self.cfg.kernel, "adapted",
+                                     self.cfg.kernel.adapted(self.params, float(accept.mean()), step))
 
     def end_iteration(self) -> None:
         """The moved copies replace the killed particles; the weight takes its factor ``1 - K / N``."""

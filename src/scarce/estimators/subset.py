@@ -246,6 +246,7 @@ class SubsetSimulation(Estimator):
         kernel = ConditionalSampling() if self.kernel is None else self.kernel
         if not isinstance(kernel, Kernel):
             raise ScarceError(f"kernel must be a scarce.kernels.Kernel, got {type(kernel).__name__}")
+        kernel.check_settings()
         return SubsetSimulation(
             n_samples=n,
             level_probability=p0,

@@ -161,6 +161,21 @@ class Kernel(ABC):
         raise ScarceError(f"{type(self).__name__}.draws_ahead returned candidates, so {type(self).__name__} must "
                           f"override state_log_weights (log w of the states the chains start from)")
 
+    def check_settings(self) -> None:
+        """Check the settings again, as the estimators do before a run: an attribute set after construction counts.
+
+        A :class:`~scarce.errors.ScarceError` names the attribute, its value and what is allowed:
+        ``initial_scale`` in (0, 1e6], ``target_acceptance`` in (0, 1), ``adapt`` and
+        ``always_moves`` True or False. A kernel with settings of its own extends this.
+        """
+        from scarce.checks import check_flag, check_in_interval
+
+        name = type(self).__name__
+        check_in_interval(f"{name}.initial_scale", self.initial_scale, 0.0, 1e6)
+        check_in_interval(f"{name}.target_acceptance", self.target_acceptance, 0.0, 1.0, high_open=True)
+        check_flag(f"{name}.adapt", self.adapt)
+        check_flag(f"{name}.always_moves", self.always_moves)
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()) if not k.startswith("_"))
         return f"{type(self).__name__}({params})"

@@ -68,6 +68,10 @@ class ConditionalSampling(Kernel):
         self.target_acceptance = check_in_interval("target_acceptance", target_acceptance, 0.0, 1.0, high_open=True)
         self.adapt = check_flag("adapt", adapt)
 
+    def check_settings(self) -> None:
+        super().check_settings()
+        check_choice(f"{type(self).__name__}.spread", self.spread, _SPREADS)
+
     def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
         if self.spread == "unit" or seeds.shape[0] < 2:
             return KernelParams(scale=scale, spread=np.ones(seeds.shape[1]))

@@ -52,6 +52,10 @@ class ModifiedMetropolis(Kernel):
         self.adapt = check_flag("adapt", adapt)
         self.target_acceptance = check_in_interval("target_acceptance", target_acceptance, 0.0, 1.0, high_open=True)
 
+    def check_settings(self) -> None:
+        super().check_settings()
+        check_choice(f"{type(self).__name__}.proposal", self.proposal, _PROPOSALS)
+
     def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:
         if self.proposal == "uniform":
             step = rng.uniform(-params.scale, params.scale, size=u.shape)

@@ -128,8 +128,25 @@ class ResponseSurfaceSampling(Kernel):
         self.adapt = self.local.adapt
         self.always_moves = bool(self.local.always_moves)
 
+    def check_settings(self) -> None:
+        """The local kernel's settings (and its own), and ``min_agreement`` in (0, 1]."""
+        local = self.local
+        if not isinstance(local, Kernel) or isinstance(local, ResponseSurfaceSampling):
+            raise ScarceError(f"ResponseSurfaceSampling.local must be a scarce.kernels.Kernel other than "
+                              f"ResponseSurfaceSampling, got {type(local).__name__}")
+        local.check_settings()
+        super().check_settings()
+        check_in_interval("ResponseSurfaceSampling.min_agreement", self.min_agreement, 0.0, 1.0, low_open=True)
+
     def tune(self, seeds: np.ndarray, scale: float) -> KernelParams:
-        return SurfaceParams.wrapping(self.local.tune(seeds, scale))
+        return SurfaceParams.wrapping(self._local_params("tune", self.local.tune(seeds, scale)))
+
+    def _local_params(self, method: str, params: object) -> KernelParams:
+        """What the local kernel's ``method`` returned, if it is a :class:`KernelParams`; an error naming it otherwise."""
+        if not isinstance(params, KernelParams):
+            raise ScarceError(f"{type(self.local).__name__}.{method}() (the local kernel of ResponseSurfaceSampling) "
+                              f"must return a KernelParams, got {type(params).__name__}")
+        return params
 
     def can_fit(self, n_points: int, dim: int) -> bool:
         """At least ``6 (d + 2)`` points (:data:`~scarce.kernels.response_surface.ROWS_PER_COEFFICIENT`)."""
@@ -155,7 +172,8 @@ class ResponseSurfaceSampling(Kernel):
     def adapted(self, params: KernelParams, acceptance: float, step: int) -> KernelParams:
         if getattr(params, "surfaces", None) is not None:
             return params  # global moves have no scale; the local kernel's waits for its next level
-        return SurfaceParams.wrapping(self.local.adapted(SurfaceParams.local_of(params), acceptance, step))
+        local = self.local.adapted(SurfaceParams.local_of(params), acceptance, step)
+        return SurfaceParams.wrapping(self._local_params("adapted", local))
 
     def propose(self, u: np.ndarray, params: KernelParams, rng: np.random.Generator) -> np.ndarray:
         """The local kernel's candidates (the global move needs its Hastings factor: :meth:`propose_weighted`)."""
