@@ -196,3 +196,19 @@ def test_the_budget_is_shared_equally_between_the_replicas():
     result = _quiet(linear(dim=2, probability=1e-4), 0, n_samples=100, n_steps=3, n_replicas=4, max_queries=4000)
     costs = [r["n_queries"] for r in result.info["replicas"]]
     assert all(cost <= 1000 for cost in costs) and min(costs) > 100  # every replica got past its first draws
+
+
+def test_an_extinction_on_a_continuous_score_is_not_called_a_plateau(monkeypatch):
+    """All ten particles at or below the level, the top seven copies of one point that never moved:
+    an ordinary extinction (estimate 0), not a stall, however distinct the particles below them."""
+    from scarce.estimators import splitting
+
+    calls = []
+    real = splitting._Replica._extinct
+    monkeypatch.setattr(splitting._Replica, "_extinct", lambda self: calls.append(self.index) or real(self))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = AdaptiveMultilevelSplitting(n_samples=10).estimate(linear(dim=10, probability=1e-3), seed=32)
+    assert [r["status"] for r in result.info["replicas"]] == ["converged", "converged", "converged", "extinct"]
+    assert result.status == "converged" and result.reached_failure and not result.flags
+    assert calls == [3]  # an ended replica is not examined again while the others run on

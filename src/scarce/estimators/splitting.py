@@ -76,7 +76,10 @@ class AdaptiveMultilevelSplitting(Estimator):
         ``N``, particles per replica (>= 2).
     n_killed : int, optional
         ``k`` in ``[1, N - 1]``: the level is the ``k``-th smallest score (more are killed on
-        ties). Default ``N // 2``.
+        ties). Default ``N // 2``. With few particles (tens) or ``k`` close to ``N`` a replica's
+        estimate is skewed, the moves' bias shows, and the replicas' interval covers less than
+        its level (the benchmark page on splitting): keep ``N`` in the hundreds and ``k`` at
+        most about ``0.9 N``.
     n_steps : int
         ``T``, kernel moves of each copy (>= 1). One leaves the copies next to their parents; beyond
         three, more moves cost queries in proportion and lower the CoV little (the documentation's
@@ -209,7 +212,7 @@ class _Replica:
         self.cfg, self.rng, self.index, self.budget = cfg, rng, index, budget
         self.iterations: list[_Iteration] = []
         self.status, self.log_weight, self.first_failed, self.n_failed = "max_levels", 0.0, 0, 0
-        self.queries, self.scale = 0, cfg.kernel.initial_scale
+        self.queries, self.scale, self.ended = 0, cfg.kernel.initial_scale, False
         self.params: KernelParams | None = None  # the last iteration's kernel parameters (a fit may carry over)
 
     def draw(self, dim: int) -> np.ndarray:
@@ -223,6 +226,9 @@ class _Replica:
 
     def next_iteration(self) -> bool:
         """Set up the next iteration's copies; False (with the status) when the run has ended."""
+        if self.ended:  # the other replicas run on; this one's status and estimate are final
+            return False
+        self.ended = True  # until the copies below are set up
         cfg, n = self.cfg, self.cfg.n_samples
         level = float(np.partition(self.score, cfg.n_killed - 1)[cfg.n_killed - 1])
         if math.isinf(level):  # fewer than k particles short of the failure: the last level
@@ -246,6 +252,7 @@ class _Replica:
         if cfg.kernel.can_fit(*self.u.shape):  # a kernel that fits its proposal reads every particle
             self.params = checked_params(cfg.kernel, "fit", cfg.kernel.refit(previous, self.params, self.cur_u, self.u,
                                                                              self.score, level))
+        self.ended = False
         return True
 
     def propose(self) -> tuple[np.ndarray, np.ndarray]:
@@ -273,11 +280,14 @@ class _Replica:
         self.iterations.append(_Iteration(n_killed, self.accepted / (n_killed * cfg.n_steps)))
 
     def _extinct(self) -> None:
-        """Every particle at the level. Copies of one point that never moved (the kernel's rejections)
-        end the run with the estimate 0, a value the unbiased algorithm takes; distinct points with
-        one score are a plateau the score cannot rise from, which is flagged."""
+        """Every particle at or below the level, the top ones tied at it. If those tied ones are
+        copies of one point that never moved (the kernel's rejections), the run ends with the
+        estimate 0, a value the unbiased algorithm takes; distinct points tied at one score are a
+        plateau the score cannot rise from, which is flagged. Particles below the tie say nothing
+        of a plateau: on a continuous score they are distinct whatever happened at the top."""
         self.log_weight = -math.inf
-        distinct = np.unique(self.u, axis=0).shape[0]
+        top = self.score == self.score.max()
+        distinct = np.unique(self.u[top], axis=0).shape[0]
         self.status = "stalled" if distinct > 1 else "extinct"
 
     @property
