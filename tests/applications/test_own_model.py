@@ -175,7 +175,22 @@ def test_a_model_in_training_mode_keeps_its_batch_norm_statistics():
         model[2].running_var.fill_(2.0)
     sv.failure_probability(model, X_MLP, scale=0.2, n_samples=200, device="cpu")
     assert model[2].running_var.tolist() == [2.0] * 6 and int(model[2].num_batches_tracked) == 0
-    assert not model.training
+    assert model.training and all(m.training for m in model)  # queried in eval mode, handed back as it came
+
+
+def test_each_submodule_gets_back_its_own_mode_after_a_run_and_a_harvest():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 6), torch.nn.Dropout(0.3),
+                                torch.nn.BatchNorm1d(6), torch.nn.Linear(6, 3))
+    model.train()
+    model[3].eval()  # a frozen batch-norm inside a model in training
+    modes = [m.training for m in model.modules()]
+    sv.failure_probability(model, X_MLP, scale=0.2, n_samples=200, device="cpu")
+    assert [m.training for m in model.modules()] == modes
+    sv.harvest(model, np.stack([X_MLP, X_MLP]), scale=0.2, n_samples=100, max_queries=1000, device="cpu")
+    assert [m.training for m in model.modules()] == modes
+    model.eval()
+    sv.failure_probability(model, X_MLP, scale=0.2, n_samples=200, device="cpu")
+    assert not any(m.training for m in model.modules())
 
 
 def test_a_float64_model_gets_float64_inputs():

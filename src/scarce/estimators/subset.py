@@ -488,7 +488,11 @@ class _Run:
         cfg = self.config
         reason = stop_before_level(self.level_index + 1, cfg.max_levels, self.n_queries, cost, cfg.max_queries)
         if reason == "max_levels":
-            warnings.warn(f"max_levels={cfg.max_levels} reached before the failure event", BudgetExhaustedWarning, stacklevel=5)
+            warnings.warn(f"max_levels={cfg.max_levels} reached before the failure event, the levels risen to a "
+                          f"score of {self.diagnostics[-1].threshold:.6g}: check that the score grows towards the "
+                          f"failure (larger is closer), or, for a failure rarer than level_probability**max_levels "
+                          f"= {cfg.level_probability ** cfg.max_levels:.2g}, raise max_levels",
+                          BudgetExhaustedWarning, stacklevel=5)
         elif reason == "budget":
             warnings.warn(
                 f"max_queries={cfg.max_queries} would be exceeded by level {self.level_index + 1} "

@@ -34,6 +34,7 @@ where the failures are (Papernot et al. 2017 train such a substitute from label 
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -172,6 +173,29 @@ def _check_ruler_width(score: Any, model: VisionModel, x0: np.ndarray, label: in
                           f"{have}: pass the layer the ruler's training embeddings came from")
 
 
+def _keeps_modes(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` that leaves ``model``'s and ``target``'s modules in the train or eval mode they came in.
+
+    The engine queries a model in eval mode (dropout off, batch-norm statistics fixed), and a
+    caller measuring a network during training would otherwise carry on training it with those
+    switched off. Each submodule's own flag is put back, so a mix (a frozen batch-norm inside a
+    model in training) stays as it was.
+    """
+    @functools.wraps(function)
+    def kept(model: Any, *args: Any, **kwargs: Any) -> Any:
+        modules = [m for owner in (model, kwargs.get("target")) if callable(getattr(owner, "modules", None))
+                   for m in owner.modules() if isinstance(getattr(m, "training", None), bool)]
+        modes = [m.training for m in modules]
+        try:
+            return function(model, *args, **kwargs)
+        finally:
+            for module, mode in zip(modules, modes):
+                module.training = mode
+
+    return kept
+
+
+@_keeps_modes
 def failure_probability(
     model: Any,
     x0: Any,
@@ -200,7 +224,7 @@ def failure_probability(
     ----------
     model : torch.nn.Module
         Maps a batch ``(n, *x0.shape)`` to logits ``(n, n_classes)`` (or to an object with
-        ``.logits``); put in eval mode and queried in inference mode, ``batch_size`` at a time.
+        ``.logits``); queried in eval and inference mode, ``batch_size`` at a time; its modes are kept.
     x0 : array_like or torch.Tensor
         One input, in the shape the model takes without the batch axis (e.g. ``(3, 32, 32)``).
     label : int, optional
@@ -329,6 +353,7 @@ def _harvest_one(engine_model: Any, x: np.ndarray, label: int, perturbation: Any
     return np.concatenate(embeddings), np.concatenate(flags), result
 
 
+@_keeps_modes
 def harvest(
     model: Any,
     inputs: Any,

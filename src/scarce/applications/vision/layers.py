@@ -83,7 +83,10 @@ class TorchClassifier:
 
     def __init__(self, module: Any, features: str | None = None) -> None:
         if not isinstance(module, torch.nn.Module):
-            raise ScarceError(f"model must be a torch.nn.Module mapping a batch to logits, got {type(module).__name__}")
+            raise ScarceError(f"model must be a torch.nn.Module mapping a batch to logits, got {type(module).__name__}: "
+                              f"wrap a torch function in a Module, pass a model that answers with labels only as "
+                              f"target= (beside a surrogate network as model=), or, for any other model, define "
+                              f"the problem with scarce.RareEventProblem.from_score")
         self.module = module
         self.features = features
         self._layer = None if features is None else _named_layer(module, features)
