@@ -1,0 +1,91 @@
+"""Error bars of the one call on a small digits classifier at very rare events, with and without clipped inputs.
+
+Trains a 64 -> 64 -> 10 MLP (dropout 0.2) on the first 1,500 of scikit-learn's 8 x 8 digits
+(pixels in [0, 1], 200 full-batch Adam steps, seed 0), takes the held-out digit whose logit margin
+is the median of the held-out ones, and runs ``scarce.vision.failure_probability`` on it with
+Gaussian noise of ``--scale`` for seeds ``100 .. 100 + reps - 1``, clipped to [0, 1] (the
+default) and not. The truth is unknown at these probabilities, so each row prints what the runs
+say of each other: the spread of ``log P_hat`` over the runs against the root mean square of the
+log-variance they report (``log(1 + CoV^2)``), and the most intervals that share one point (if
+every interval held the truth with probability 0.95, about 95% of them would share it).
+
+    python benchmarks/own_model_deep.py --scale 0.07 --reps 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import warnings
+
+import numpy as np
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=0.07)
+    parser.add_argument("--reps", type=int, default=60)
+    parser.add_argument("--n-samples", default="2000,8000", help="Subset Simulation's N, comma-separated")
+    parser.add_argument("--cov-depth", type=int, default=None, help="also run with this cov_depth")
+    args = parser.parse_args()
+    import torch
+
+    import scarce
+    from scarce.vision import failure_probability
+
+    torch.set_num_threads(1)
+    model, x0 = _model_and_input(torch)
+    settings = [(clip, n, None) for clip in ((0.0, 1.0), None) for n in map(int, args.n_samples.split(","))]
+    if args.cov_depth is not None:
+        settings.append(((0.0, 1.0), int(args.n_samples.split(",")[0]), args.cov_depth))
+    print(f"{'clip':10s} {'N':>5s} {'cov_depth':>9s} {'median P':>9s} {'levels':>6s} {'obs. log sd':>11s} "
+          f"{'rep. log sd':>11s} {'rep/obs':>7s} {'most sharing one point':>22s}")
+    for clip, n, depth in settings:
+        estimator = scarce.SubsetSimulation(n_samples=n, **({} if depth is None else {"cov_depth": depth}))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs = [failure_probability(model, x0, scale=args.scale, clip=clip, estimator=estimator, seed=100 + s,
+                                        device="cpu") for s in range(args.reps)]
+        _row(runs, clip, n, depth)
+
+
+def _model_and_input(torch):  # type: ignore[no-untyped-def]
+    """The trained MLP (eval mode) and the held-out digit of median margin."""
+    from sklearn.datasets import load_digits
+
+    images, labels = load_digits(return_X_y=True)
+    images = (images / 16.0).astype(np.float32)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(64, 10))
+    optimiser = torch.optim.Adam(model.parameters(), 1e-2)
+    train, target = torch.tensor(images[:1500]), torch.tensor(labels[:1500])
+    for _ in range(200):
+        optimiser.zero_grad()
+        torch.nn.functional.cross_entropy(model(train), target).backward()
+        optimiser.step()
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.tensor(images[1500:])).numpy()
+    held = labels[1500:]
+    rows = np.arange(held.size)
+    others = np.where(np.arange(10)[None] == held[:, None], -np.inf, logits).max(1)
+    margin = logits[rows, held] - others
+    return model, images[1500 + int(np.argsort(np.abs(margin - np.median(margin)))[0])]
+
+
+def _row(runs: list, clip: tuple[float, float] | None, n: int, depth: int | None) -> None:
+    """One line of the table: the runs' spread against what they report, and their intervals' overlap."""
+    p = np.array([r.probability for r in runs])
+    cov = np.array([r.cov for r in runs])
+    ci = np.array([r.ci(0.95) for r in runs])
+    ends = np.concatenate([ci[:, 0], ci[:, 1]])
+    shared = max(int(((ci[:, 0] <= e) & (e <= ci[:, 1])).sum()) for e in ends)
+    observed = float(np.log(p[p > 0]).std()) if (p > 0).all() else math.nan
+    reported = math.sqrt(float(np.mean(np.log1p(cov * cov))))
+    levels = float(np.median([len(r.levels) for r in runs]))
+    print(f"{str(clip):10s} {n:5d} {str(depth or '-'):>9s} {np.median(p):9.3g} {levels:6.0f} {observed:11.3f} "
+          f"{reported:11.3f} {reported / observed:7.2f} {shared:>18d}/{len(runs)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
