@@ -153,13 +153,21 @@ def test_a_misspelt_layer_gets_the_closest_names():
         sv.failure_probability(cnn(), X_CNN, features="blok2", device="cpu")
 
 
-def test_a_ruler_fitted_on_another_layer_is_refused_by_its_width():
+def test_a_ruler_fitted_on_another_layer_is_refused_by_its_layer_or_its_width():
+    from scarce.rulers import make_ruler
+
     model = cnn()
     data = sv.harvest(model, np.random.default_rng(7).uniform(0.2, 0.8, size=(3, 3, 16, 16)), scale=0.15,
                       features="block2", n_samples=200, device="cpu")
+    ruler = data.fit_ruler("centroid")
+    with pytest.raises(ScarceError, match="fitted on the features of layer 'block2'.*features='head' names another"):
+        sv.failure_probability(model, X_CNN, scale=0.15, score=ruler, features="head", device="cpu")
+    by_hand = make_ruler("centroid").fit(data.embeddings, data.failed.astype(int))  # knows no layer: its width
     with pytest.raises(ScarceError, match="fitted on 32-dimensional embeddings, and features='head' gives 6"):
-        sv.failure_probability(model, X_CNN, scale=0.15, score=data.fit_ruler("centroid"), features="head",
-                               device="cpu")
+        sv.failure_probability(model, X_CNN, scale=0.15, score=by_hand, features="head", device="cpu")
+    common = dict(scale=0.15, score=ruler, n_samples=200, device="cpu", seed=1)
+    left_out = sv.failure_probability(model, X_CNN, **common)  # the ruler's own layer
+    assert left_out.probability == sv.failure_probability(model, X_CNN, features="block2", **common).probability
 
 
 def test_the_users_module_keeps_no_hook():

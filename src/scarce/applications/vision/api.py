@@ -163,6 +163,19 @@ def _pass_on_x0(model: VisionModel, x0: np.ndarray, label: int, embed: bool, why
                           f"{(1, *model.image_shape)} ({why}): {exc}") from exc
 
 
+def _ruler_layer(score: Any, features: str | None) -> str | None:
+    """The layer a ruler from :meth:`Harvest.fit_ruler` read when ``features`` is left out; an error naming both
+    when ``features`` names another (two layers of one width would otherwise pass the width check)."""
+    if isinstance(score, str) or not hasattr(score, "fitted_layer_"):
+        return features
+    layer = score.fitted_layer_
+    if features is not None and features != layer:
+        raise ScarceError(f"the ruler was fitted on the features of layer {layer!r} (its harvest's features), and "
+                          f"features={features!r} names another: leave features out to read the ruler's layer, or "
+                          f"fit a ruler on a harvest of that layer")
+    return layer
+
+
 def _check_ruler_width(score: Any, model: VisionModel, x0: np.ndarray, label: int, features: str | None) -> None:
     width = getattr(score, "n_features_in_", None)
     if width is None or isinstance(score, str):
@@ -267,6 +280,7 @@ def _problem(model: Any, x0: Any, label: Any, *, noise: Any, scale: float, clip:
                           "labels only: pass score='surrogate_margin' (the margin of model=, your own network), a "
                           "ruler fitted on the features of model=, or score='none' with scarce.MonteCarlo")
     perturbation, event = _noise(noise, scale, clip, x.shape), make_event(failure)  # checked before any pass
+    features = _ruler_layer(score, features)
     engine_model = _engine_model(model, x.shape, features, device, batch_size, target)
     chosen = _label(engine_model, x, label)
     problem = perturbation_problem(engine_model, x, chosen, perturbation, score=score, event=event)
@@ -320,8 +334,15 @@ class Harvest:
         """A ruler from the registry fitted on these rows; ``by="class"`` fits one per label group.
 
         A ruler that takes the groups itself (``"boundary"``: one softmax over the labels) is always
-        fitted with them; ``by`` does not apply to it.
+        fitted with them; ``by`` does not apply to it. The ruler remembers the layer it read
+        (``fitted_layer_``, this harvest's ``features``), which :func:`failure_probability` then uses
+        when ``features`` is left out, and refuses another.
         """
+        ruler = self._fitted(name, by, **params)
+        ruler.fitted_layer_ = self.features
+        return ruler
+
+    def _fitted(self, name: str, by: str | None, **params: Any) -> Any:
         from scarce.rulers import make_ruler
 
         if self.n_failures == 0 or self.n_failures == len(self.failed):
