@@ -419,3 +419,19 @@ def test_a_column_of_labels_is_read_as_labels():
     flat = sv.failure_probability(model, X_CNN, target=lambda x: model(x).argmax(1), **common)
     column = sv.failure_probability(model, X_CNN, target=lambda x: model(x).argmax(1, keepdim=True), **common)
     assert column.probability == flat.probability
+
+
+def test_a_label_loaded_as_a_one_element_integer_array_or_tensor_is_that_class():
+    model = mlp()
+    common = dict(scale=0.25, n_samples=200, seed=3, device="cpu")
+    plain = sv.failure_probability(model, X_MLP, 1, **common).probability
+    for label in (np.array(1), np.array([1]), torch.tensor(1), np.int64(1)):
+        assert sv.failure_probability(model, X_MLP, label, **common).probability == plain
+    for label in (1.0, torch.tensor(1.0), np.array(True), torch.tensor([1, 1])):
+        with pytest.raises(ScarceError, match="label must be a class index"):
+            sv.failure_probability(model, X_MLP, label, **common)
+
+
+def test_an_input_given_with_a_batch_axis_of_one_is_told_to_drop_it():
+    with pytest.raises(ScarceError, match=r"carry a batch axis of its own: pass one input without it \(x0\[0\]\)"):
+        sv.failure_probability(torch.nn.Linear(48, 4), X_MLP.reshape(1, 48), scale=0.25, n_samples=200, device="cpu")

@@ -145,10 +145,25 @@ def _label(model: VisionModel, x0: np.ndarray, label: Any) -> int:
     """``label`` checked, or, when None, the model's (the target's) decision on ``x0`` (its logits finite)."""
     if label is None:  # the model's own decision on the clean input
         return int(_pass_on_x0(model, x0, 0, False, "its prediction on x0 is the label").predicted()[0])
+    label = _one_integer(label)
     if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < model.n_classes:
         raise ScarceError(f"label must be a class index in 0..{model.n_classes - 1} of this {model.n_classes}-class "
                           f"model (or None: the prediction on x0, the target's when one is given), got {label!r}")
     return int(label)
+
+
+def _one_integer(value: Any) -> Any:
+    """A one-element integer array or tensor (``np.load`` of a label, ``torch.tensor(7)``) as its Python int;
+    anything else as it came, for the caller's check (floats and bools stay refused there)."""
+    if isinstance(value, (bool, int, np.integer)) or not hasattr(value, "dtype") or not hasattr(value, "shape"):
+        return value
+    try:
+        if math.prod(value.shape) != 1:
+            return value
+        item = value.item() if hasattr(value, "item") else value
+    except (TypeError, ValueError, RuntimeError):
+        return value
+    return item if isinstance(item, int) and not isinstance(item, bool) else value
 
 
 def _pass_on_x0(model: VisionModel, x0: np.ndarray, label: int, embed: bool, why: str) -> Any:

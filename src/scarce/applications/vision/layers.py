@@ -64,8 +64,10 @@ def as_logits(output: Any, n_inputs: int) -> Any:
         raise ScarceError(f"the model must return a tensor of logits of shape (n, n_classes); it returned "
                           f"{type(output).__name__}")
     if logits.ndim != 2 or logits.shape[0] != n_inputs or logits.shape[1] < 2:
+        hint = (f"; x0 seems to carry a batch axis of its own: pass one input without it (x0[0])"
+                if logits.ndim == 3 and tuple(logits.shape[:2]) == (n_inputs, 1) else "")
         raise ScarceError(f"the model must return a 2-D batch of logits (n, n_classes) with n_classes >= 2; for a "
-                          f"batch of {n_inputs} inputs it returned shape {tuple(logits.shape)}")
+                          f"batch of {n_inputs} inputs it returned shape {tuple(logits.shape)}{hint}")
     return logits
 
 
