@@ -9,7 +9,7 @@ say of each other: the spread of ``log P_hat`` over the runs against the root me
 log-variance they report (``log(1 + CoV^2)``), and the most intervals that share one point (if
 every interval held the truth with probability 0.95, about 95% of them would share it).
 
-    python benchmarks/own_model_deep.py --scale 0.07 --reps 60
+    python benchmarks/own_model_deep.py --scale 0.07 --reps 60 --cov-depth 50 --deeper 0.05,0.045
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=60)
     parser.add_argument("--n-samples", default="2000,8000", help="Subset Simulation's N, comma-separated")
     parser.add_argument("--cov-depth", type=int, default=None, help="also run with this cov_depth")
+    parser.add_argument("--deeper", default="", help="noise scales (comma-separated) also run unclipped at the first N: "
+                                                     "rarer events in more levels")
     args = parser.parse_args()
     import torch
 
@@ -35,17 +37,20 @@ def main() -> None:
 
     torch.set_num_threads(1)
     model, x0 = _model_and_input(torch)
-    settings = [(clip, n, None) for clip in ((0.0, 1.0), None) for n in map(int, args.n_samples.split(","))]
+    first = int(args.n_samples.split(",")[0])
+    settings = [(args.scale, clip, n, None) for clip in ((0.0, 1.0), None) for n in map(int, args.n_samples.split(","))]
     if args.cov_depth is not None:
-        settings.append(((0.0, 1.0), int(args.n_samples.split(",")[0]), args.cov_depth))
-    print(f"{'clip':10s} {'N':>5s} {'cov_depth':>9s} {'median P':>9s} {'levels':>6s} {'obs. log sd':>11s} "
+        settings.append((args.scale, (0.0, 1.0), first, args.cov_depth))
+    settings += [(float(scale), None, first, None) for scale in args.deeper.split(",") if scale]
+    print(f"{'scale':>5s} {'clip':10s} {'N':>5s} {'cov_depth':>9s} {'median P':>9s} {'levels':>6s} {'obs. log sd':>11s} "
           f"{'rep. log sd':>11s} {'rep/obs':>7s} {'most sharing one point':>22s}")
-    for clip, n, depth in settings:
+    for scale, clip, n, depth in settings:
         estimator = scarce.SubsetSimulation(n_samples=n, **({} if depth is None else {"cov_depth": depth}))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            runs = [failure_probability(model, x0, scale=args.scale, clip=clip, estimator=estimator, seed=100 + s,
+            runs = [failure_probability(model, x0, scale=scale, clip=clip, estimator=estimator, seed=100 + s,
                                         device="cpu") for s in range(args.reps)]
+        print(f"{scale:5.3g} ", end="")
         _row(runs, clip, n, depth)
 
 
