@@ -9,7 +9,8 @@ say of each other: the spread of ``log P_hat`` over the runs against the root me
 log-variance they report (``log(1 + CoV^2)``), and the most intervals that share one point (if
 every interval held the truth with probability 0.95, about 95% of them would share it).
 
-    python benchmarks/own_model_deep.py --scale 0.07 --reps 60 --cov-depth 50 --deeper 0.05,0.045
+    python benchmarks/own_model_deep.py --scale 0.07 --reps 60 --cov-depth 50 --deeper 0.05,0.045 \
+        --reference 20000,12
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=60)
     parser.add_argument("--n-samples", default="2000,8000", help="Subset Simulation's N, comma-separated")
     parser.add_argument("--cov-depth", type=int, default=None, help="also run with this cov_depth")
+    parser.add_argument("--reference", default="", metavar="N,RUNS",
+                        help="at --scale, clipped: the mean of RUNS runs at N (seeds 5000 on) as a reference value, "
+                             "and each clipped row at that scale prints how many of its intervals hold it")
     parser.add_argument("--deeper", default="", help="noise scales (comma-separated) also run unclipped at the first N: "
                                                      "rarer events in more levels")
     args = parser.parse_args()
@@ -42,6 +46,7 @@ def main() -> None:
     if args.cov_depth is not None:
         settings.append((args.scale, (0.0, 1.0), first, args.cov_depth))
     settings += [(float(scale), None, first, None) for scale in args.deeper.split(",") if scale]
+    reference = _reference(model, x0, args.scale, args.reference, failure_probability, scarce)
     print(f"{'scale':>5s} {'clip':10s} {'N':>5s} {'cov_depth':>9s} {'median P':>9s} {'levels':>6s} {'obs. log sd':>11s} "
           f"{'rep. log sd':>11s} {'rep/obs':>7s} {'most sharing one point':>22s}")
     for scale, clip, n, depth in settings:
@@ -51,7 +56,21 @@ def main() -> None:
             runs = [failure_probability(model, x0, scale=scale, clip=clip, estimator=estimator, seed=100 + s,
                                         device="cpu") for s in range(args.reps)]
         print(f"{scale:5.3g} ", end="")
-        _row(runs, clip, n, depth)
+        _row(runs, clip, n, depth, reference if (scale, clip) == (args.scale, (0.0, 1.0)) else None)
+
+
+def _reference(model, x0, scale: float, spec: str, failure_probability, scarce) -> float | None:  # type: ignore[no-untyped-def]
+    """The mean estimate of ``RUNS`` clipped runs at ``N`` (``spec = "N,RUNS"``), printed with its CoV; None without."""
+    if not spec:
+        return None
+    n, count = (int(v) for v in spec.split(","))
+    estimator = scarce.SubsetSimulation(n_samples=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = np.array([failure_probability(model, x0, scale=scale, estimator=estimator, seed=5000 + s,
+                                          device="cpu").probability for s in range(count)])
+    print(f"reference: the mean of {count} runs at N = {n}: {p.mean():.4g} (its CoV {p.std(ddof=1) / p.mean() / math.sqrt(count):.3f})")
+    return float(p.mean())
 
 
 def _model_and_input(torch):  # type: ignore[no-untyped-def]
@@ -78,7 +97,7 @@ def _model_and_input(torch):  # type: ignore[no-untyped-def]
     return model, images[1500 + int(np.argsort(np.abs(margin - np.median(margin)))[0])]
 
 
-def _row(runs: list, clip: tuple[float, float] | None, n: int, depth: int | None) -> None:
+def _row(runs: list, clip: tuple[float, float] | None, n: int, depth: int | None, reference: float | None) -> None:
     """One line of the table: the runs' spread against what they report, and their intervals' overlap."""
     p = np.array([r.probability for r in runs])
     cov = np.array([r.cov for r in runs])
@@ -89,7 +108,12 @@ def _row(runs: list, clip: tuple[float, float] | None, n: int, depth: int | None
     reported = math.sqrt(float(np.mean(np.log1p(cov * cov))))
     levels = float(np.median([len(r.levels) for r in runs]))
     print(f"{str(clip):10s} {n:5d} {str(depth or '-'):>9s} {np.median(p):9.3g} {levels:6.0f} {observed:11.3f} "
-          f"{reported:11.3f} {reported / observed:7.2f} {shared:>18d}/{len(runs)}", flush=True)
+          f"{reported:11.3f} {reported / observed:7.2f} {shared:>18d}/{len(runs)}", end="")
+    if reference is not None:
+        held = int(((ci[:, 0] <= reference) & (reference <= ci[:, 1])).sum())
+        print(f"  hold the reference: {held}/{len(runs)}, it lies above {int((reference > ci[:, 1]).sum())} and "
+              f"below {int((reference < ci[:, 0]).sum())}", end="")
+    print(flush=True)
 
 
 if __name__ == "__main__":
