@@ -196,6 +196,10 @@ def test_each_submodule_gets_back_its_own_mode_after_a_run_and_a_harvest():
     assert [m.training for m in model.modules()] == modes
     sv.harvest(model, np.stack([X_MLP, X_MLP]), scale=0.2, n_samples=100, max_queries=1000, device="cpu")
     assert [m.training for m in model.modules()] == modes
+    wrapped = sv.vision_model(model, X_MLP.shape, device="cpu")  # the wrapper, then a run through it
+    assert [m.training for m in model.modules()] == modes
+    sv.failure_probability(wrapped, X_MLP, scale=0.2, n_samples=200, device="cpu")
+    assert [m.training for m in model.modules()] == modes
     model.eval()
     sv.failure_probability(model, X_MLP, scale=0.2, n_samples=200, device="cpu")
     assert not any(m.training for m in model.modules())

@@ -57,12 +57,43 @@ from scarce.seeding import SeedLike, as_generator
 __all__ = ["Harvest", "failure_probability", "harvest", "vision_model"]
 
 
+def _user_module(owner: Any) -> Any:
+    """The user's own module inside a :func:`vision_model` wrapper (``owner`` itself otherwise)."""
+    inner = getattr(getattr(owner, "classifier", None), "module", None)
+    return inner if isinstance(owner, VisionModel) and inner is not None else owner
+
+
+def _keeps_modes(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` that leaves ``model``'s and ``target``'s modules in the train or eval mode they came in.
+
+    The engine queries a model in eval mode (dropout off, batch-norm statistics fixed), and a
+    caller measuring a network during training would otherwise carry on training it with those
+    switched off. Each submodule's own flag is put back, so a mix (a frozen batch-norm inside a
+    model in training) stays as it was.
+    """
+    @functools.wraps(function)
+    def kept(model: Any, *args: Any, **kwargs: Any) -> Any:
+        owners = [_user_module(owner) for owner in (model, kwargs.get("target"))]
+        modules = [m for owner in owners if callable(getattr(owner, "modules", None))
+                   for m in owner.modules() if isinstance(getattr(m, "training", None), bool)]
+        modes = [m.training for m in modules]
+        try:
+            return function(model, *args, **kwargs)
+        finally:
+            for module, mode in zip(modules, modes):
+                module.training = mode
+
+    return kept
+
+
+@_keeps_modes
 def vision_model(model: Any, input_shape: Sequence[int], *, features: str | None = None, device: str = "auto",
                  batch_size: int | None = None) -> VisionModel:
     """``model`` ready for the engine: batched inference-mode passes on ``device``, logits checked.
 
     A :class:`VisionModel` is returned as it is; any other ``torch.nn.Module`` is wrapped so
-    that ``features`` (a layer name) gives the embedding. ``input_shape`` is checked before the
+    that ``features`` (a layer name) gives the embedding. The module is queried in eval mode
+    and left in the train or eval mode it came in, here and in the calls that take the wrapper. ``input_shape`` is checked before the
     probe pass allocates a batch of that shape.
     """
     if isinstance(model, VisionModel):
@@ -199,28 +230,6 @@ def _check_ruler_width(score: Any, model: VisionModel, x0: np.ndarray, label: in
     if have != width:
         raise ScarceError(f"the ruler was fitted on {width}-dimensional embeddings, and features={features!r} gives "
                           f"{have}: pass the layer the ruler's training embeddings came from")
-
-
-def _keeps_modes(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` that leaves ``model``'s and ``target``'s modules in the train or eval mode they came in.
-
-    The engine queries a model in eval mode (dropout off, batch-norm statistics fixed), and a
-    caller measuring a network during training would otherwise carry on training it with those
-    switched off. Each submodule's own flag is put back, so a mix (a frozen batch-norm inside a
-    model in training) stays as it was.
-    """
-    @functools.wraps(function)
-    def kept(model: Any, *args: Any, **kwargs: Any) -> Any:
-        modules = [m for owner in (model, kwargs.get("target")) if callable(getattr(owner, "modules", None))
-                   for m in owner.modules() if isinstance(getattr(m, "training", None), bool)]
-        modes = [m.training for m in modules]
-        try:
-            return function(model, *args, **kwargs)
-        finally:
-            for module, mode in zip(modules, modes):
-                module.training = mode
-
-    return kept
 
 
 @_keeps_modes
