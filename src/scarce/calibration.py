@@ -37,7 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 
-from scarce.checks import check_labels, check_scores, is_real, warn_user
+from scarce.checks import as_double, check_labels, check_scores, is_real, warn_user
 from scarce.checks import check_in_interval, check_positive_int
 from scarce.errors import ScarceError, ScarceWarning
 from scarce.seeding import SeedLike, as_generator
@@ -109,10 +109,8 @@ def precision_recall(scores: ArrayLike, labels: ArrayLike, threshold: float | Ar
 def _check_thresholds(threshold: object) -> NDArray[np.float64]:
     """One real level ``tau`` or a 1-D array of them (``+-inf`` allowed), as floats; a ScarceError otherwise."""
     if is_real(threshold):
-        try:
-            t = np.asarray(float(threshold))  # type: ignore[arg-type]
-        except OverflowError:  # an int beyond the doubles
-            t = np.asarray(math.nan)
+        single = as_double(threshold)  # None: an int beyond the doubles
+        t = np.asarray(math.nan if single is None else single)
     else:
         raw = np.asarray(threshold) if isinstance(threshold, (list, tuple, np.ndarray)) else None
         ok = raw is not None and raw.ndim <= 1 and raw.dtype.kind in "iuf"
@@ -237,12 +235,8 @@ class SurrogateCalibration(BaseEstimator):
         ValueError
             If ``recall(threshold) = 0`` (no labelled failure reaches ``tau``; ``C_tau`` undefined).
         """
-        tau = self.threshold
-        try:
-            tau = float(tau) if is_real(tau) else math.nan
-        except OverflowError:  # an int beyond the doubles
-            tau = math.nan
-        if math.isnan(tau):
+        tau = as_double(self.threshold)  # None: not a real number, or an int beyond the doubles
+        if tau is None or math.isnan(tau):
             raise ScarceError(f"threshold must be a real number (the surrogate level tau; +-inf "
                               f"allowed, NaN not); got {self.threshold!r:.200}")
         check_positive_int("n_resamples", self.n_resamples, maximum=MAX_RESAMPLES)

@@ -229,6 +229,20 @@ def is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def as_double(value: object) -> float | None:
+    """``value`` as a Python float when it is a real number (not a bool) within the doubles; None otherwise.
+
+    NaN and the infinities are doubles and come back as they are; a Python int beyond the largest
+    double (``10**400``) has no float and gives None, as a string or a complex number does.
+    """
+    if not is_real(value):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (OverflowError, TypeError, ValueError):
+        return None
+
+
 def check_percentile(value: object, name: str = "percentile") -> float:
     """Return a percentile in the open interval (0, 100)."""
     return check_in_interval(name, value, 0.0, 100.0, high_open=True)
@@ -305,11 +319,8 @@ def check_in_interval(
     allowed = f"{left}{low:g}, {high:g}{right}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.integer, np.floating)):
         raise ScarceError(f"{name} must be a number in {allowed}, got {show(value)} ({type(value).__name__})")
-    try:
-        number = float(value)
-    except (OverflowError, TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number):
+    number = as_double(value)
+    if number is None or not math.isfinite(number):
         raise ScarceError(f"{name} must be a finite number in {allowed}, got {show(value)}")
     below = number <= low if low_open else number < low
     above = number >= high if high_open else number > high

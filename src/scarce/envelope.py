@@ -230,13 +230,13 @@ def level_cov(probability: float, n_samples: int, correlation_factor: float = 0.
 
 def combine_cov(level_covs: list[float] | tuple[float, ...]) -> float:
     """Total CoV ``sqrt(sum delta_l^2)`` of a product of level fractions (each a number >= 0, ``inf`` allowed)."""
-    from scarce.checks import is_real
+    from scarce.checks import as_double
     from scarce.errors import ScarceError, show
 
-    if not isinstance(level_covs, (list, tuple, np.ndarray)) or not all(
-            is_real(c) and (float(c) >= 0.0 or math.isnan(float(c))) for c in level_covs):
+    covs = [as_double(c) for c in level_covs] if isinstance(level_covs, (list, tuple, np.ndarray)) else [None]
+    if not all(c is not None and not c < 0.0 for c in covs):
         raise ScarceError(f"level_covs must be a list of numbers >= 0 (inf allowed), got {show(level_covs)}")
-    return math.sqrt(sum(float(c) * float(c) for c in level_covs))
+    return math.sqrt(sum(c * c for c in covs))  # type: ignore[operator]
 
 
 def lineage_variance(
@@ -300,16 +300,13 @@ def lognormal_interval(
     """
     from scipy.stats import norm, t
 
-    from scarce.checks import check_in_interval, is_real
+    from scarce.checks import as_double, check_in_interval
     from scarce.errors import ScarceError, show
 
     level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
     probability = check_in_interval("probability", probability, 0.0, 1.0, low_open=False)
-    try:
-        number = float(cov) if is_real(cov) else math.nan
-    except OverflowError:  # an int beyond the doubles
-        number = -1.0
-    if not is_real(cov) or number < 0.0:  # inf or NaN: a CoV no run could measure
+    number = as_double(cov)  # None: not a real number, or an int beyond the doubles
+    if number is None or number < 0.0:  # inf or NaN: a CoV no run could measure
         raise ScarceError(f"cov must be a number >= 0 within the doubles (inf or NaN where unmeasured), "
                           f"got {show(cov)}")
     cov = number

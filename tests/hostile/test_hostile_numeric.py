@@ -8,6 +8,7 @@ the value and what is allowed; never a foreign exception or a silently wrong num
 from __future__ import annotations
 
 import json
+import math
 import warnings
 
 import numpy as np
@@ -324,3 +325,12 @@ def test_an_ocsvm_gamma_near_the_largest_double_scores_without_numpys_overflow_w
         scores = make_ruler(name, gamma=1e308, **extra).fit(Z, y).score_samples(Z)
     assert np.isfinite(scores).all()
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+
+
+def test_as_double_gives_a_float_or_none_never_an_overflow():
+    from scarce.checks import as_double
+
+    assert as_double(np.float16(0.5)) == 0.5 and as_double(np.int64(3)) == 3.0 and as_double(-math.inf) == -math.inf
+    assert math.isnan(as_double(math.nan))
+    for value in (10**400, -(10**400), True, "0.5", 1 + 2j, None):
+        assert as_double(value) is None

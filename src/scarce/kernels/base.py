@@ -27,6 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 
+#: Largest ``initial_scale`` a kernel takes (its constructor and :meth:`Kernel.check_settings` check it).
+MAX_INITIAL_SCALE = 1e6
+
+
 @dataclass(frozen=True)
 class KernelParams:
     """Tuning of a kernel for one level.
@@ -165,13 +169,13 @@ class Kernel(ABC):
         """Check the settings again, as the estimators do before a run: an attribute set after construction counts.
 
         A :class:`~scarce.errors.ScarceError` names the attribute, its value and what is allowed:
-        ``initial_scale`` in (0, 1e6], ``target_acceptance`` in (0, 1), ``adapt`` and
+        ``initial_scale`` in (0, :data:`MAX_INITIAL_SCALE`], ``target_acceptance`` in (0, 1), ``adapt`` and
         ``always_moves`` True or False. A kernel with settings of its own extends this.
         """
         from scarce.checks import check_flag, check_in_interval
 
         name = type(self).__name__
-        check_in_interval(f"{name}.initial_scale", self.initial_scale, 0.0, 1e6)
+        check_in_interval(f"{name}.initial_scale", self.initial_scale, 0.0, MAX_INITIAL_SCALE)
         check_in_interval(f"{name}.target_acceptance", self.target_acceptance, 0.0, 1.0, high_open=True)
         check_flag(f"{name}.adapt", self.adapt)
         check_flag(f"{name}.always_moves", self.always_moves)

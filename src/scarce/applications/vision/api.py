@@ -93,8 +93,8 @@ def vision_model(model: Any, input_shape: Sequence[int], *, features: str | None
 
     A :class:`VisionModel` is returned as it is; any other ``torch.nn.Module`` is wrapped so
     that ``features`` (a layer name) gives the embedding. The module is queried in eval mode
-    and left in the train or eval mode it came in, here and in the calls that take the wrapper. ``input_shape`` is checked before the
-    probe pass allocates a batch of that shape.
+    and left in the train or eval mode it came in, here and in the calls that take the wrapper.
+    ``input_shape`` is checked before the probe pass allocates a batch of that shape.
     """
     if isinstance(model, VisionModel):
         return model
