@@ -302,6 +302,7 @@ def test_public_interval_helpers_refuse_bad_arguments_by_name(call, name):
     (lambda: lognormal_interval(0.1, 10**400), "cov must be a number >= 0 within the doubles"),
     (lambda: combine_cov(None), "level_covs must be a list of numbers >= 0"),
     (lambda: combine_cov([0.1, -1.0]), "level_covs must be a list of numbers >= 0"),
+    (lambda: combine_cov([0.1, 10**400]), "level_covs must be a list of numbers >= 0"),
 ])
 def test_a_nan_or_out_of_range_level_input_is_refused_not_read_as_a_cov_of_zero(call, message):
     with pytest.raises(ScarceError, match=message):
