@@ -1,13 +1,15 @@
 """Subset Simulation's interval on the linear problem as the levels deepen and the chains a level thin out.
 
-For each dimension, probability and ``N`` asked, ``--reps`` default runs (seeds ``0 ..
-reps - 1``) of ``SubsetSimulation(n_samples=N)`` on ``linear(dim, probability)`` print the mean
+For each dimension, probability and ``N`` asked, ``--reps`` runs (seeds ``0 .. reps - 1``) of
+``SubsetSimulation(n_samples=N, level_probability=P0)`` on ``linear(dim, probability)``, for each
+``P0`` of ``--level-probabilities`` (``auto``, the default, or numbers), print the mean
 over the truth with its distance in standard errors, the 95% coverage (all runs, and the
 unflagged ones), how many intervals lie below the truth and above it, and the root mean square
-of the reported CoV over the observed one (unflagged runs). At ``p0 = 0.1`` a probability of
-``1e-k`` takes ``k`` levels of ``N / 10`` chains each.
+of the reported CoV over the observed one (all runs), and the mean queries a run. At
+``p0 = 0.1`` a probability of ``1e-k`` takes ``k`` levels of ``N / 10`` chains each.
 
     python benchmarks/depth_coverage.py --dims 4,20,100 --probabilities 1e-6 --n-samples 500,1000,2000 --reps 400
+    python benchmarks/depth_coverage.py --n-samples 500 --level-probabilities auto,0.1
 """
 
 from __future__ import annotations
@@ -27,29 +29,33 @@ def main() -> None:
     parser.add_argument("--dims", default="20")
     parser.add_argument("--probabilities", default="1e-6")
     parser.add_argument("--n-samples", default="500,1000,2000")
+    parser.add_argument("--level-probabilities", default="auto")
     parser.add_argument("--reps", type=int, default=400)
     args = parser.parse_args()
+    levels = [p0 if p0 == "auto" else float(p0) for p0 in args.level_probabilities.split(",")]
     for dim in map(int, args.dims.split(",")):
         for probability in map(float, args.probabilities.split(",")):
             for n in map(int, args.n_samples.split(",")):
-                estimator = scarce.SubsetSimulation(n_samples=n)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    runs = [estimator.estimate(linear(dim=dim, probability=probability), seed=s)
-                            for s in range(args.reps)]
-                _row(runs, dim, probability, n)
+                for p0 in levels:
+                    estimator = scarce.SubsetSimulation(n_samples=n, level_probability=p0)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        runs = [estimator.estimate(linear(dim=dim, probability=probability), seed=s)
+                                for s in range(args.reps)]
+                    _row(runs, dim, probability, n, p0)
 
 
-def _row(runs: list, dim: int, truth: float, n: int) -> None:
-    """One line: bias, coverage and where the misses lie, and the reported over the observed CoV."""
+def _row(runs: list, dim: int, truth: float, n: int, p0: object) -> None:
+    """One line: queries, bias, coverage and where the misses lie, and the reported over the observed CoV."""
     p = np.array([r.probability for r in runs])
     ci = np.array([r.ci(0.95) for r in runs])
     cov = np.array([r.cov for r in runs])
     clean = np.array([not r.flags for r in runs])
     held = (ci[:, 0] <= truth) & (truth <= ci[:, 1])
-    observed = float(p[clean].std()) / truth
-    ratio = math.sqrt(float(np.mean(cov[clean] ** 2))) / observed if clean.any() and observed > 0 else math.nan
-    print(f"d={dim} P={truth:g} N={n}: mean/truth {p.mean() / truth:.3f} z {(p.mean() - truth) / (p.std(ddof=1) / math.sqrt(p.size)):+.1f} "
+    observed = float(p.std()) / truth
+    ratio = math.sqrt(float(np.mean(cov**2))) / observed if observed > 0 else math.nan
+    print(f"d={dim} P={truth:g} N={n} p0={p0} ({runs[0].level_probability:.3g}, {runs[0].info['chains_per_level']} chains): "
+          f"queries {np.mean([r.n_queries for r in runs]):.0f}, mean/truth {p.mean() / truth:.3f} z {(p.mean() - truth) / (p.std(ddof=1) / math.sqrt(p.size)):+.1f} "
           f"coverage {held.mean():.3f} (unflagged {held[clean].mean() if clean.any() else math.nan:.3f} of {int(clean.sum())}) "
           f"intervals below the truth {int((truth > ci[:, 1]).sum())}, above {int((truth < ci[:, 0]).sum())}; "
           f"reported/observed CoV {ratio:.2f}", flush=True)

@@ -38,6 +38,7 @@ from scipy.stats import norm
 
 from scarce import RareEventProblem, SubsetSimulation
 from scarce.kernels import KERNELS, make_kernel
+from scarce.levels import auto_level_probability
 
 
 def _constant(seed: int) -> tuple[RareEventProblem, float]:
@@ -150,7 +151,8 @@ def main() -> None:
         parser.error(f"unknown scenarios {unknown}; choose from {sorted(SCENARIOS)}")
     columns = ["truth", "mean/truth", "z", "coverage", "coverage reached", "cov. unflagged", "missed below",
                "missed above", "reached", "flagged", "thin", "CoV rep/obs", "CoV rms/obs", "seconds"]
-    print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = 0.1, first level {args.first_level}, "
+    p0 = auto_level_probability(args.n_samples)  # the engine's default, level_probability="auto"
+    print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = {p0:g} ('auto'), first level {args.first_level}, "
           f"kernel {args.kernel} (z: mean minus truth in standard errors)")
     print(f"{'scenario':12s}" + "".join(f"{c:>17s}" for c in columns))
     for name in names:

@@ -12,6 +12,7 @@ True
 from scarce import problems
 from scarce.errors import (
     BudgetExhaustedWarning,
+    FewChainsWarning,
     EvaluationError,
     LowAcceptanceWarning,
     ScarceError,
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AdaptiveMultilevelSplitting",
     "BudgetExhaustedWarning",
+    "FewChainsWarning",
     "ConditionalSampling",
     "EstimateResult",
     "EvaluationError",

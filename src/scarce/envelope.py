@@ -26,6 +26,7 @@ level at once, including a data-dependent stopping level.  Equivalently
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,6 +238,38 @@ def combine_cov(level_covs: list[float] | tuple[float, ...]) -> float:
     if not all(c is not None and not c < 0.0 for c in covs):
         raise ScarceError(f"level_covs must be a list of numbers >= 0 (inf allowed), got {show(level_covs)}")
     return math.sqrt(sum(c * c for c in covs))  # type: ignore[operator]
+
+
+_LOG_MAX_DOUBLE = math.log(sys.float_info.max)
+
+
+def lognormal_cov(log_variance: float) -> float:
+    r"""CoV of an estimate from the variance ``s^2`` of its log: ``sqrt(exp(s^2) - 1)``.
+
+    Subset Simulation's error terms are relative errors of the level fractions, summed:
+    ``log P_hat - log P ~ sum_l (p_l_hat - p_l) / p_l`` (the delta method). Their sum of
+    variances, and the genealogy's variance (:func:`lineage_variance`), estimate the variance
+    ``s^2`` of ``log P_hat``; each level's term matches that of ``log p_l_hat`` to first order,
+    and the levels' log-errors add. An unbiased estimate whose log is normal with variance
+    ``s^2`` has the CoV ``sqrt(exp(s^2) - 1)``, larger than ``s`` and the more so the deeper the
+    run (``s^2`` grows with the number of levels): reading ``s`` itself as the CoV, as the
+    first-order formulas do, understates the spread of ``P_hat``, and :func:`lognormal_interval`,
+    which takes ``s^2 = log(1 + CoV^2)``, would then use a log-variance below the one measured.
+    For independent level fractions the exact CoV of the product, ``prod (1 + delta_l^2) - 1``
+    under the root, lies between ``s`` and this value. ``inf`` stays ``inf``; beyond
+    ``s^2 = 700`` the value is ``exp(s^2 / 2)`` (``exp(s^2)`` would overflow), and the largest double
+    beyond ``s^2 = 1419.6``: a log-variance no run measures, kept finite so that the CoV does not
+    read as "not measured" (``inf``).
+    """
+    if math.isnan(log_variance):
+        return math.nan
+    if log_variance <= 0.0:  # no spread measured
+        return 0.0
+    if math.isinf(log_variance):
+        return math.inf
+    if log_variance > 700.0:  # exp(s^2) would overflow; beyond s^2 = 2 log(max double), the largest double
+        return math.exp(min(0.5 * log_variance, _LOG_MAX_DOUBLE))
+    return math.sqrt(math.expm1(log_variance))
 
 
 def lineage_variance(

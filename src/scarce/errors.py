@@ -40,6 +40,11 @@ class LowAcceptanceWarning(ScarceWarning):
     """MCMC acceptance so low that the chains barely move."""
 
 
+class FewChainsWarning(ScarceWarning):
+    """Fewer than :data:`scarce.levels.MIN_CHAINS_PER_LEVEL` Markov chains a level (``N p0``): on a
+    run several levels deep the reported CoV can fall short of the estimate's spread."""
+
+
 class ThinEvidenceWarning(ScarceWarning):
     """A run's failures descend from too few chains of the first level that held a failure
     (:attr:`scarce.results.EstimateResult.thin_evidence`): its error cannot be measured from the run."""

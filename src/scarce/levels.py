@@ -143,6 +143,45 @@ def in_level(score: np.ndarray, key: np.ndarray | None, threshold: float, thresh
     return above | ((score == threshold) & (key > threshold_key))
 
 
+#: Fewest Markov chains a level (``N p0``) at which the reported CoV holds on deep runs
+#: (:func:`auto_level_probability`).
+MIN_CHAINS_PER_LEVEL = 100
+#: The level probability ``"auto"`` gives when ``N`` allows ``MIN_CHAINS_PER_LEVEL`` chains at it.
+DEFAULT_LEVEL_PROBABILITY = 0.1
+
+
+def auto_level_probability(n_samples: int) -> float:
+    r"""``p0`` for ``level_probability="auto"``: ``min(0.5, max(0.1, 100 / N))``.
+
+    A level's ``N p0`` seeds start its Markov chains, and the reported CoV estimates each
+    level's variance from those chains (grouped by their parents,
+    :func:`scarce.envelope.lineage_variance`). With few chains that estimate runs short: the
+    cluster sums' own mean is estimated from them, a few parents hold many seeds, and the
+    levels' errors carry a correlation the genealogy does not show; so a run several levels
+    deep on 50 chains a level covers less than its nominal level. With about 100 chains it
+    holds, and Subset Simulation's variance per model call is nearly flat in ``p0`` between 0.1
+    and 0.3 (each level costs ``N`` calls and covers ``ln(1/p0)`` of ``ln(1/P)``), so a small
+    ``N`` keeps 100 chains by raising ``p0`` instead of thinning them: ``N >= 1000`` keeps the
+    classic 0.1, ``N = 500`` takes 0.2, ``N = 200`` takes 0.5, and below that the chains are
+    fewer than 100 (:class:`scarce.errors.FewChainsWarning`). The measurements are on the
+    documentation's benchmark page "The engine under hostile scores".
+    """
+    return min(0.5, max(DEFAULT_LEVEL_PROBABILITY, MIN_CHAINS_PER_LEVEL / n_samples))
+
+
+def resolve_level_probability(n_samples: object, level_probability: object) -> object:
+    """``level_probability`` with ``"auto"`` replaced by :func:`auto_level_probability` of ``n_samples``.
+
+    Anything else is returned as given, for :func:`check_level_sizes` to check (so is ``"auto"``
+    beside an ``n_samples`` that is not a positive integer, whose error names ``n_samples``).
+    """
+    if isinstance(level_probability, str):
+        if level_probability != "auto":
+            raise ScarceError(f"level_probability must be a number in (0, 0.5] or 'auto', got {level_probability!r}")
+        return auto_level_probability(check_positive_int("n_samples", n_samples, minimum=2))
+    return level_probability
+
+
 def check_level_sizes(n_samples: object, level_probability: object, *, high: float = 0.5,
                       high_open: bool = False) -> tuple[int, float]:
     """Validate ``N`` (>= 2) and ``p0`` (in (0, high]) with ``N * p0 >= 1``; return them."""

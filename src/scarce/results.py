@@ -197,6 +197,20 @@ class EstimateResult:
         return tuple(level.cumulative_probability for level in self.levels[1:])
 
     @property
+    def few_chains(self) -> bool:
+        """True when a Subset Simulation run moved Markov chains on fewer than
+        :data:`scarce.levels.MIN_CHAINS_PER_LEVEL` chains a level (``info["chains_per_level"]``).
+
+        Its reported CoV rests on fewer chains than that estimate needs on deep runs
+        (:func:`scarce.levels.auto_level_probability`); a run that ended at level 0 moved none.
+        """
+        from scarce.levels import MIN_CHAINS_PER_LEVEL
+
+        chains = self.info.get("chains_per_level")
+        moved = any(level.n_queries > 0 for level in self.levels[1:])  # a run ended at level 0 has a last row, no calls
+        return isinstance(chains, int) and chains < MIN_CHAINS_PER_LEVEL and moved
+
+    @property
     def thin_evidence(self) -> bool:
         """True when a Markov-chain run's error cannot be measured from its own spread (:attr:`thin_evidence_reason`).
 
@@ -265,6 +279,9 @@ class EstimateResult:
         if self.reached_failure and self.probability > 0 and math.isinf(self.cov):
             out.append("error not measured (CoV infinite, e.g. replicas that agree exactly): the interval "
                        "falls back on the first level's independent draws")
+        if self.few_chains:
+            out.append(f"few chains: {self.info['chains_per_level']} a level, fewer than 100; the reported CoV can "
+                       f"fall short on deep runs")
         reason = self.thin_evidence_reason
         if reason == "lineages":
             out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} of "

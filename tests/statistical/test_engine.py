@@ -399,7 +399,7 @@ def test_model_exception_surfaces_with_level():
         return x.sum(1), np.zeros(len(x), bool)
 
     with pytest.raises(EvaluationError, match=r"at level 1, MCMC step 2: GPU on fire") as info:
-        SubsetSimulation(n_samples=100).estimate(RareEventProblem(2, evaluate), seed=0)
+        SubsetSimulation(n_samples=100, level_probability=0.1).estimate(RareEventProblem(2, evaluate), seed=0)
     assert isinstance(info.value.__cause__, RuntimeError)
 
 

@@ -16,7 +16,7 @@ import pytest
 from scipy.stats import norm
 
 from scarce import RareEventProblem, SubsetSimulation
-from scarce.envelope import clopper_pearson
+from scarce.envelope import clopper_pearson, lognormal_cov
 from scarce.errors import StalledLevelWarning, ThinEvidenceWarning
 
 N = 500
@@ -100,7 +100,8 @@ def test_misleading_score_is_flagged_and_its_intervals_hold_the_truth():
     assert reached, "some runs stumble into the failure set: the case this test is about"
     thin = [r for r in reached if r.thin_evidence]
     assert len(thin) >= 0.85 * len(reached)
-    assert all(r.info["failure_lineages"] <= 2 for r in thin)
+    # one or two lineages, or under 5% of the origin level's chains (1-4 of the 100 a level 'auto' gives at N = 500)
+    assert all(r.info["failure_lineages"] <= max(2, 0.05 * r.info["failure_origin_chains"]) for r in thin)
     assert np.mean([bool(r.flags) for r in results]) >= 0.95
     assert coverage(results, truth) >= 0.93
 
@@ -260,7 +261,7 @@ def test_interval_degrees_of_freedom_combine_the_score_levels_with_the_failure_l
         if r.info["failure_origin_level"] == 0:
             assert df == lineages
         else:  # Satterthwaite lies between the smaller part's degrees of freedom and their sum
-            before = (N if r.info["failure_origin_level"] == 1 else N * 0.1) - 1
+            before = (N if r.info["failure_origin_level"] == 1 else N * r.level_probability) - 1
             assert lineages - 1e-9 <= df <= lineages + before + 1e-9
             combined.append(df / lineages)
     # origin level 1: little variance before it, G - 1 stays; origin 2: the score levels weigh in
@@ -291,10 +292,10 @@ def test_a_run_stopped_at_level_0_gives_its_failures_their_own_latin_hypercube_t
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             r = SubsetSimulation(n_samples=1000, max_levels=1).estimate(make, seed=1)
-        assert r.status == "max_levels" and r.cov == pytest.approx(r.info["cov_au_beck"])
+        assert r.status == "max_levels" and r.cov == pytest.approx(lognormal_cov(r.info["cov_au_beck"] ** 2))
         binomial = math.sqrt((1 - r.probability) / (1000 * r.probability))
         # a failure the input does not explain keeps the binomial term; one coordinate's does not
-        assert binomial_share * binomial <= r.cov <= binomial * (1 + 1e-9)
+        assert binomial_share * binomial <= r.cov <= lognormal_cov(binomial**2) * (1 + 1e-9)
     assert r.cov < 0.5 * binomial
 
 
@@ -331,7 +332,8 @@ def test_weak_score_runs_whose_failures_appeared_in_chains_are_flagged_and_hold_
     chain_origin = [r for r in results if r.info["failure_origin_level"] >= 1]
     assert len(chain_origin) >= 300
     assert all(r.thin_evidence for r in chain_origin)
-    assert sum(r.thin_evidence_reason == "order" for r in chain_origin) >= 0.9 * len(chain_origin)
+    # most for order (0.78 with the 100 chains a level of 'auto' at N = 500; over 0.9 with 50), the rest for lineages
+    assert sum(r.thin_evidence_reason == "order" for r in chain_origin) >= 0.7 * len(chain_origin)
     assert all(r.info["failures_below_boundary"] > 0 for r in chain_origin if r.thin_evidence_reason == "order")
     assert coverage(results, truth) >= 0.93
     unflagged = [r for r in results if not r.flags]
@@ -366,7 +368,8 @@ def test_weak_score_at_n_5000_reports_the_variance_of_the_failures_found_below_t
     assert not any(r.flags for r in results)
     below = np.array([r.info["cov_below_boundary"] for r in results])
     cov = np.array([r.cov for r in results])
-    assert np.all(cov >= below) and np.mean(below > 0) > 0.95 and np.mean(cov == below) > 0.2
+    from_below = np.array([lognormal_cov(b * b) for b in below])  # the CoV of that log-variance
+    assert np.all(cov >= from_below * (1 - 1e-12)) and np.mean(below > 0) > 0.95 and np.mean(np.isclose(cov, from_below)) > 0.2
     est = np.array([r.probability for r in results])
     ratio = math.sqrt(np.mean(cov ** 2)) / (est.std(ddof=1) / est.mean())
     # measured 0.937 and 1.07; 600 runs know a coverage to about 0.009 and this ratio to about 5%

@@ -228,9 +228,9 @@ def test_global_moves_cost_one_batched_call_per_step_and_count_every_query():
 
     problem = RareEventProblem(20, evaluate, name="counted")
     result = SubsetSimulation(n_samples=400, kernel=ResponseSurfaceSampling()).estimate(problem, seed=0)
-    # level 0 once, then one call per MCMC step of each level, all 40 chains together
-    steps = sum(math.ceil(level.n_queries / 40) for level in result.levels[1:])
-    assert len(calls) == 1 + steps and max(calls[1:]) == 40
+    # level 0 once, then one call per MCMC step of each level, all 100 chains together ('auto': 400 x 0.25)
+    steps = sum(math.ceil(level.n_queries / 100) for level in result.levels[1:])
+    assert len(calls) == 1 + steps and max(calls[1:]) == 100
     assert sum(calls) == result.n_queries
     assert result.levels[1].acceptance_rate > 0.9  # an exact surface: almost every move is taken
 

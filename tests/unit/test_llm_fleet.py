@@ -66,7 +66,7 @@ def test_cascade_is_unbiased_for_the_exact_surrogate_probability(eta, quantile, 
     problem = Fleet.from_scores(benign, adversarial, eta).problem(tau, tie_break=tie_break)
     exact = problem.exact_probability
     estimator = SubsetSimulation(n_samples=2000, level_probability=0.1)
-    runs = 40
+    runs = 100
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScarceWarning)
         results = [estimator.estimate(problem, seed=s) for s in np.random.SeedSequence(7).spawn(runs)]
@@ -76,8 +76,9 @@ def test_cascade_is_unbiased_for_the_exact_surrogate_probability(eta, quantile, 
     assert abs(p.mean() - exact) <= 3 * se, (p.mean(), exact, se)
     observed_cov = p.std(ddof=1) / exact
     reported_cov = float(np.mean([r.cov for r in results]))
-    # the observed sd of 40 runs is off by about 11% (1 sd): within 3 of those it lies in
-    # [0.67, 1.33] x the true sd, so reported / observed lies in [0.75, 1.5]
+    # the observed sd of 100 runs of these heavy-tailed estimates (kurtosis 2.5-4.5) is off by 6-9%
+    # (1 sd), so a reported CoV within 15% of the true spread gives a ratio inside [0.75, 1.5] unless
+    # the observed sd is off by more than about 3 of those
     assert 0.75 <= reported_cov / observed_cov <= 1.5, (reported_cov, observed_cov)
 
 

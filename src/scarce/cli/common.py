@@ -23,6 +23,23 @@ SCHEDULER = typer.Option(None, help="Address of a running Dask scheduler (tcp://
                          "--executor dask.")
 
 
+#: Help of ``--level-probability`` (Subset Simulation's ``p0``), shared by the commands that take it.
+LEVEL_PROBABILITY_HELP = ("Target conditional probability p0 in (0, 0.5], or auto: 0.1 from --n-samples 1000 on, "
+                          "100/N below it (at least 100 Markov chains a level).")
+
+
+def level_probability_option(text: str) -> float | str:
+    """``--level-probability`` as SubsetSimulation takes it: ``"auto"`` or a number (checked there)."""
+    from scarce.errors import ScarceError
+
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise ScarceError(f"--level-probability must be a number in (0, 0.5] or auto, got {text!r}") from None
+
+
 def check_path_option(option: str, value: Optional[str]) -> Optional[str]:
     """``value`` of a path option (None when not given), checked by :func:`scarce.checks.check_path`:
     the empty path means the current directory, so a typo or an unset shell variable would read or

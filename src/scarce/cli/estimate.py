@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import (ALLOW_LARGE, CONFIDENCE, DELTA, JSON_OUTPUT, check_report_options, cli_message, fail,
-                               show_estimate)
+from scarce.cli.common import (ALLOW_LARGE, CONFIDENCE, DELTA, JSON_OUTPUT, LEVEL_PROBABILITY_HELP, check_report_options,
+                               cli_message, fail, level_probability_option, show_estimate)
 
 
 class Method(str, Enum):
@@ -18,7 +18,7 @@ class Method(str, Enum):
 
 
 #: Defaults of the options only Subset Simulation reads: given another value with ``--method mc``, they are refused.
-_SUBSET_DEFAULTS = {"--level-probability": 0.1, "--kernel": "acs", "--max-queries": None, "--stop-factor": 0.5,
+_SUBSET_DEFAULTS = {"--level-probability": "auto", "--kernel": "acs", "--max-queries": None, "--stop-factor": 0.5,
                     "--count-seeds": "independent"}
 
 
@@ -29,7 +29,7 @@ def estimate(
     k: Optional[float] = typer.Option(None, help="four_branch: branch offset k [default: 7.0]."),
     method: Method = typer.Option(Method.ss, help="ss: Subset Simulation; mc: crude Monte Carlo."),
     n_samples: int = typer.Option(2000, help="Samples per level (Monte Carlo: total samples)."),
-    level_probability: float = typer.Option(_SUBSET_DEFAULTS["--level-probability"], help="Target conditional probability p0 in (0, 0.5]."),
+    level_probability: str = typer.Option(_SUBSET_DEFAULTS["--level-probability"], help=LEVEL_PROBABILITY_HELP),
     kernel: str = typer.Option(_SUBSET_DEFAULTS["--kernel"], help="MCMC kernel: acs (adaptive conditional sampling), mma (modified Metropolis) "
                                         "or surface (response-surface sampling, for scores close to a linear function plus one isotropic curvature)."),
     max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
@@ -56,7 +56,7 @@ def estimate(
                           {"--level-probability": level_probability, "--kernel": kernel, "--max-queries": max_queries,
                            "--stop-factor": stop_factor, "--count-seeds": count_seeds})
         rare = _problem(problem, dim, pf, k)
-        estimator = _estimator(method, n_samples, level_probability, kernel, max_queries, stop_factor, count_seeds,
+        estimator = _estimator(method, n_samples, level_probability_option(level_probability), kernel, max_queries, stop_factor, count_seeds,
                                allow_large)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ScarceWarning)
@@ -96,7 +96,7 @@ def _problem(name: str, dim: int | None, pf: float | None, k: float | None):  # 
     return make_problem(name, **{key: value for key, value in given if value is not None})  # absent: its default
 
 
-def _estimator(method: Method, n_samples: int, level_probability: float, kernel: str,  # type: ignore[no-untyped-def]
+def _estimator(method: Method, n_samples: int, level_probability: float | str, kernel: str,  # type: ignore[no-untyped-def]
                max_queries: int | None, stop_factor: float, count_seeds: str, allow_large: bool = False):
     from scarce.estimators import MonteCarlo, SubsetSimulation
     from scarce.kernels import make_kernel
@@ -110,9 +110,12 @@ def _estimator(method: Method, n_samples: int, level_probability: float, kernel:
 
 def _with_progress(estimator, problem, seed):  # type: ignore[no-untyped-def]
     from scarce.cli.common import level_progress
+    from scarce.levels import auto_level_probability
 
     expected = None
     exact, p0 = problem.exact_probability, getattr(estimator, "level_probability", None)
+    if p0 == "auto":
+        p0 = auto_level_probability(estimator.n_samples)
     # only a guess for the bar's length: bad values are the estimator's to report, not a crash here
     if isinstance(exact, float) and isinstance(p0, (int, float)) and 0 < exact < 1 and 0 < p0 < 1:
         expected = max(1, math.ceil(math.log(exact) / math.log(p0)))

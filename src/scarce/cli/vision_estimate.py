@@ -15,8 +15,9 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import (ALLOW_LARGE, CONFIDENCE, DELTA, JSON_OUTPUT, check_path_option, check_report_options,
-                               cli_message, describe_os_error, fail, show_estimate)
+from scarce.cli.common import (ALLOW_LARGE, CONFIDENCE, DELTA, JSON_OUTPUT, LEVEL_PROBABILITY_HELP, check_path_option,
+                               check_report_options, cli_message, describe_os_error, fail, level_probability_option,
+                               show_estimate)
 
 
 def _numbers(option: str, text: Optional[str], kind: type = float) -> Optional[tuple]:  # type: ignore[type-arg]
@@ -42,7 +43,7 @@ def estimate(
     scale: float = typer.Option(0.2, help="Gaussian sigma or uniform epsilon."),
     clip: str = typer.Option("0,1", help="Value range perturbed inputs are clipped to, low,high; 'none' for no clipping."),
     n_samples: int = typer.Option(2000, help="Samples per level."),
-    level_probability: float = typer.Option(0.1, help="Target conditional probability p0 in (0, 0.5]."),
+    level_probability: str = typer.Option("auto", help=LEVEL_PROBABILITY_HELP),
     max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
     seed: int = typer.Option(0, help="Random seed (same seed, same result on the same device kind)."),
     device: str = typer.Option("auto", help="Where forward passes run: auto (CUDA when present), cpu, cuda or cuda:<i>."),
@@ -70,7 +71,7 @@ def estimate(
             result = _run(network, x0, json_output, label=label, failure=_failure(target), noise=noise, scale=scale,
                           clip=_numbers("--clip", clip), seed=seed, device=device, batch_size=batch_size,
                           **_label_only(labels_from),
-                          estimator=SubsetSimulation(n_samples=n_samples, level_probability=level_probability,
+                          estimator=SubsetSimulation(n_samples=n_samples, level_probability=level_probability_option(level_probability),
                                                      max_queries=max_queries, allow_large=allow_large))
     except (ScarceError, EvaluationError) as exc:  # EvaluationError: the model failed inside the run
         fail(cli_message(exc), exc)

@@ -77,10 +77,12 @@ from scarce.envelope import (
     latin_hypercube_variance,
     level_cov,
     lineage_variance,
+    lognormal_cov,
 )
 from scarce.checks import check_choice, check_flag, check_in_interval, check_positive_int
 from scarce.errors import (
     BudgetExhaustedWarning,
+    FewChainsWarning,
     LowAcceptanceWarning,
     ScarceError,
     StalledLevelWarning,
@@ -97,7 +99,16 @@ from scarce.estimators.base import (
 )
 from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
-from scarce.levels import ThresholdChoice, check_level_sizes, failures_to_stop, next_threshold, stop_before_level
+from scarce.levels import (
+    MIN_CHAINS_PER_LEVEL,
+    ThresholdChoice,
+    check_level_sizes,
+    failures_to_stop,
+    n_seeds_target,
+    next_threshold,
+    resolve_level_probability,
+    stop_before_level,
+)
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics, LevelState
@@ -143,8 +154,12 @@ class SubsetSimulation(Estimator):
     ----------
     n_samples : int
         ``N``, samples per level.
-    level_probability : float
-        Target conditional probability ``p0`` in (0, 0.5]; ``N * p0 >= 1``.
+    level_probability : float or "auto"
+        Target conditional probability ``p0`` in (0, 0.5]; ``N * p0 >= 1``. ``"auto"`` (default)
+        keeps at least 100 Markov chains a level: ``min(0.5, max(0.1, 100 / N))``, which is the
+        classic 0.1 from ``N = 1000`` on (:func:`scarce.levels.auto_level_probability` says why).
+        A run with fewer than 100 chains a level warns (:class:`~scarce.errors.FewChainsWarning`)
+        and is flagged: its reported CoV can fall short on deep runs.
     kernel : Kernel, optional
         MCMC move; :class:`~scarce.kernels.ConditionalSampling` by default.
     max_levels : int
@@ -207,7 +222,7 @@ class SubsetSimulation(Estimator):
     def __init__(
         self,
         n_samples: int = 2000,
-        level_probability: float = 0.1,
+        level_probability: float | str = "auto",
         kernel: Kernel | None = None,
         max_levels: int = 50,
         max_queries: int | None = None,
@@ -236,7 +251,7 @@ class SubsetSimulation(Estimator):
         NumPy scalars pass the validators but would overflow in small dtypes (``np.int16``) or
         break JSON; the copy keeps what the validators return.
         """
-        n, p0 = check_level_sizes(self.n_samples, self.level_probability)
+        n, p0 = check_level_sizes(self.n_samples, resolve_level_probability(self.n_samples, self.level_probability))
         first_level = check_choice("first_level", self.first_level, _FIRST_LEVELS)
         max_queries = None
         if self.max_queries is not None:
@@ -344,8 +359,17 @@ class SubsetSimulation(Estimator):
                 "failures_below_boundary": run.failures_below,
                 "cov_below_boundary": run.cov_below_boundary,
                 "cov_degrees_of_freedom": run.degrees_of_freedom,
+                "chains_per_level": n_seeds_target(cfg.n_samples, cfg.level_probability),
             },
         )
+        if out.few_chains:
+            warnings.warn(
+                f"{out.info['chains_per_level']} Markov chains a level (n_samples={cfg.n_samples} x "
+                f"level_probability={cfg.level_probability:g}), fewer than {MIN_CHAINS_PER_LEVEL}: on a run several "
+                "levels deep the reported CoV can fall short of the estimate's spread; level_probability='auto' "
+                f"keeps {MIN_CHAINS_PER_LEVEL} where n_samples >= {2 * MIN_CHAINS_PER_LEVEL}, or raise n_samples",
+                FewChainsWarning, stacklevel=4,
+            )
         if out.thin_evidence:
             _warn_thin(run, out.thin_evidence_reason)
         return out
@@ -620,17 +644,18 @@ class _Run:
             self.level_covs.append(self._level_cov(level, failed, n_failed / n, gamma))
             self._record_lineage(last, failed, max(n_failed, 1) / n)
         self.cov_au_beck = combine_cov(self.level_covs) if probability > 0 else math.inf
-        cov = self.cov_au_beck
+        variance = self.cov_au_beck**2  # of log P_hat, to first order (envelope.lognormal_cov)
         if probability > 0 and cfg.cov_depth > 0:
             # failures that appeared some levels before the last and multiplied since are correlated
             # through the chain they appeared in: the genealogy reaches back to that level at least
             depth = max(cfg.cov_depth, len(self.lineage) - 1 - self.origin_level)
-            cov = math.sqrt(max(lineage_variance(self.lineage, n, depth) + self.first_level_correction, 0.0))
+            variance = max(lineage_variance(self.lineage, n, depth) + self.first_level_correction, 0.0)
         if probability > 0 and self.below_boundary_variance > 0:
             self.cov_below_boundary = math.sqrt(self.below_boundary_variance) / probability
-            cov = max(cov, self.cov_below_boundary)
+            variance = max(variance, self.cov_below_boundary**2)
+        cov = lognormal_cov(variance)
         self.failure_lineages, self.effective_lineages = self._failure_lineages(last) if n_failed else (0, 0.0)
-        self.degrees_of_freedom = self._degrees_of_freedom(cov * cov) if converged and math.isfinite(cov) else None
+        self.degrees_of_freedom = self._degrees_of_freedom(variance) if converged and math.isfinite(cov) else None
         return {
             "probability": probability,
             "cov": cov,
