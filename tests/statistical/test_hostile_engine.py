@@ -368,8 +368,8 @@ def test_weak_score_at_n_5000_reports_the_variance_of_the_failures_found_below_t
     assert not any(r.flags for r in results)
     below = np.array([r.info["cov_below_boundary"] for r in results])
     cov = np.array([r.cov for r in results])
-    from_below = np.array([lognormal_cov(b * b) for b in below])  # the CoV of that log-variance
-    assert np.all(cov >= from_below * (1 - 1e-12)) and np.mean(below > 0) > 0.95 and np.mean(np.isclose(cov, from_below)) > 0.2
+    # the floor is a CoV of P_hat (proportional to the count): where it binds, it is the CoV reported
+    assert np.all(cov >= below * (1 - 1e-12)) and np.mean(below > 0) > 0.95 and np.mean(np.isclose(cov, below)) > 0.2
     est = np.array([r.probability for r in results])
     ratio = math.sqrt(np.mean(cov ** 2)) / (est.std(ddof=1) / est.mean())
     # measured 0.937 and 1.07; 600 runs know a coverage to about 0.009 and this ratio to about 5%

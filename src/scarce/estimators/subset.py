@@ -651,8 +651,9 @@ class _Run:
             depth = max(cfg.cov_depth, len(self.lineage) - 1 - self.origin_level)
             variance = max(lineage_variance(self.lineage, n, depth) + self.first_level_correction, 0.0)
         if probability > 0 and self.below_boundary_variance > 0:
+            # a CoV of P_hat itself (the estimate is proportional to that count), so its log-variance is log(1 + CoV^2)
             self.cov_below_boundary = math.sqrt(self.below_boundary_variance) / probability
-            variance = max(variance, self.cov_below_boundary**2)
+            variance = max(variance, math.log1p(self.cov_below_boundary**2))
         cov = lognormal_cov(variance)
         self.failure_lineages, self.effective_lineages = self._failure_lineages(last) if n_failed else (0, 0.0)
         self.degrees_of_freedom = self._degrees_of_freedom(variance) if converged and math.isfinite(cov) else None
