@@ -75,7 +75,7 @@ SCENARIOS = {
 
 
 def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
-                 by_level: int | None = None, kernel: str = "acs") -> dict:
+                 by_level: int | None = None, kernel: str = "acs", cov_depth: int | str = 1) -> dict:
     """``reps`` seeded runs of one scenario, summarised (with ``by_level``, its runs grouped too)."""
     est, cov, covered, reached, flagged, thin, counts, bounds = [], [], [], [], [], [], [], []
     start = time.perf_counter()
@@ -83,8 +83,8 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         problem, truth = SCENARIOS[name](seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = SubsetSimulation(n_samples=n_samples, first_level=first_level,
-                                      kernel=make_kernel(kernel)).estimate(problem, seed=seed)
+            result = SubsetSimulation(n_samples=n_samples, first_level=first_level, kernel=make_kernel(kernel),
+                                      cov_depth=cov_depth).estimate(problem, seed=seed)
         lo, hi = result.ci(0.95)
         est.append(result.probability)
         cov.append(result.cov)
@@ -142,7 +142,9 @@ def main() -> None:
                         help="also print each scenario's runs grouped by the failures at level L")
     parser.add_argument("--kernel", default="acs", choices=sorted(KERNELS),
                         help="the MCMC kernel by registry name, with its default settings")
+    parser.add_argument("--cov-depth", default="1", help="the reported CoV's genealogy depth: an integer, or 'all'")
     args = parser.parse_args()
+    args.cov_depth = args.cov_depth if args.cov_depth == "all" else int(args.cov_depth)
     if args.by_level_failures is not None and args.by_level_failures < 0:
         parser.error(f"--by-level-failures must be a level index >= 0, got {args.by_level_failures}")
     names = [s for s in args.scenarios.split(",") if s]
@@ -152,11 +154,13 @@ def main() -> None:
     columns = ["truth", "mean/truth", "z", "coverage", "coverage reached", "cov. unflagged", "missed below",
                "missed above", "reached", "flagged", "thin", "CoV rep/obs", "CoV rms/obs", "seconds"]
     p0 = auto_level_probability(args.n_samples)  # the engine's default, level_probability="auto"
-    print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = {p0:g} ('auto'), first level {args.first_level}, "
+    print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = {p0:g} ('auto'), cov_depth {args.cov_depth}, "
+          f"first level {args.first_level}, "
           f"kernel {args.kernel} (z: mean minus truth in standard errors)")
     print(f"{'scenario':12s}" + "".join(f"{c:>17s}" for c in columns))
     for name in names:
-        row = run_scenario(name, args.reps, args.n_samples, args.first_level, args.by_level_failures, args.kernel)
+        row = run_scenario(name, args.reps, args.n_samples, args.first_level, args.by_level_failures, args.kernel,
+                           args.cov_depth)
         print(f"{name:12s}" + "".join(f"{row[c]:17.3g}" for c in columns), flush=True)
         if row["groups"]:
             print("\n".join(row["groups"]), flush=True)

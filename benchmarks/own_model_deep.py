@@ -9,7 +9,7 @@ say of each other: the spread of ``log P_hat`` over the runs against the root me
 log-variance they report (``log(1 + CoV^2)``), and the most intervals that share one point (if
 every interval held the truth with probability 0.95, about 95% of them would share it).
 
-    python benchmarks/own_model_deep.py --scale 0.07 --reps 60 --cov-depth 50 --deeper 0.05,0.045 \
+    python benchmarks/own_model_deep.py --scale 0.07 --reps 60 --cov-depth 50,all --deeper 0.05,0.045 \
         --reference 20000,12
 """
 
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.07)
     parser.add_argument("--reps", type=int, default=60)
     parser.add_argument("--n-samples", default="2000,8000", help="Subset Simulation's N, comma-separated")
-    parser.add_argument("--cov-depth", type=int, default=None, help="also run with this cov_depth")
+    parser.add_argument("--cov-depth", default="", help="also run with these cov_depth values (comma-separated integers or 'all')")
     parser.add_argument("--reference", default="", metavar="N,RUNS",
                         help="at --scale, clipped: the mean of RUNS runs at N (seeds 5000 on) as a reference value, "
                              "and each clipped row at that scale prints how many of its intervals hold it")
@@ -43,8 +43,8 @@ def main() -> None:
     model, x0 = _model_and_input(torch)
     first = int(args.n_samples.split(",")[0])
     settings = [(args.scale, clip, n, None) for clip in ((0.0, 1.0), None) for n in map(int, args.n_samples.split(","))]
-    if args.cov_depth is not None:
-        settings.append((args.scale, (0.0, 1.0), first, args.cov_depth))
+    for depth in filter(None, args.cov_depth.split(",")):
+        settings.append((args.scale, (0.0, 1.0), first, depth if depth == "all" else int(depth)))
     settings += [(float(scale), None, first, None) for scale in args.deeper.split(",") if scale]
     reference = _reference(model, x0, args.scale, args.reference, failure_probability, scarce)
     print(f"{'scale':>5s} {'clip':10s} {'N':>5s} {'cov_depth':>9s} {'median P':>9s} {'levels':>6s} {'obs. log sd':>11s} "
@@ -97,7 +97,7 @@ def _model_and_input(torch):  # type: ignore[no-untyped-def]
     return model, images[1500 + int(np.argsort(np.abs(margin - np.median(margin)))[0])]
 
 
-def _row(runs: list, clip: tuple[float, float] | None, n: int, depth: int | None, reference: float | None) -> None:
+def _row(runs: list, clip: tuple[float, float] | None, n: int, depth: int | str | None, reference: float | None) -> None:
     """One line of the table: the runs' spread against what they report, and their intervals' overlap."""
     p = np.array([r.probability for r in runs])
     cov = np.array([r.cov for r in runs])

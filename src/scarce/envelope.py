@@ -272,8 +272,13 @@ def lognormal_cov(log_variance: float) -> float:
     return math.sqrt(math.expm1(log_variance))
 
 
+#: Floor on ``1 - w_g`` in :func:`lineage_variance`'s jackknife: a group holding more than 95% of a
+#: level's chains has its sum scaled by at most 20.
+JACKKNIFE_MIN_REST = 0.05
+
+
 def lineage_variance(
-    lineage: list[tuple[np.ndarray, np.ndarray | None, float]], n_samples: int, depth: int
+    lineage: list[tuple[np.ndarray, np.ndarray | None, float]], n_samples: int, depth: int, jackknife: bool = False
 ) -> float:
     r"""Variance of ``log P_hat`` from the chains' genealogy (delta method, families as clusters).
 
@@ -283,6 +288,14 @@ def lineage_variance(
     groups are treated as independent, so siblings and cousins (chains grown from
     the same ancestor) are correlated within a level and with the levels in between.
     ``depth = 0`` treats every chain as independent (the Au-Beck assumption).
+
+    ``jackknife``: each group's sum of level ``m`` is divided by ``1 - w_g``, ``w_g`` the group's
+    share of that level's chains (floored at :data:`JACKKNIFE_MIN_REST`). The residuals are
+    centred on the level's own fraction, so the plain sum of squared group sums falls short of
+    the variance by about the groups' shares; when a few groups hold most chains (a deep run
+    grouped by level-0 ancestors, whose genealogy has coalesced) the shortfall is large. The
+    correction is the jackknife's (CR3 in the cluster-robust literature: Bell and McCaffrey 2002;
+    MacKinnon and White 1985), which errs on the side of too large.
     """
     total = 0.0
     n_levels = len(lineage)
@@ -303,6 +316,9 @@ def lineage_variance(
         # np.sum, not BLAS dot: its pairwise order does not depend on the BLAS thread count,
         # so a seed gives the same CoV in a worker process as in the parent, bit for bit
         g_m = groups[-1]
+        if jackknife:
+            share = np.bincount(anc, minlength=size_a) / anc.size  # anc: level m's chains' ancestors
+            g_m = g_m / np.maximum(1.0 - share, JACKKNIFE_MIN_REST)
         total += float(np.sum(g_m * g_m))
         for g_l in groups[:-1]:
             total += 2.0 * float(np.sum(g_l * g_m))

@@ -40,7 +40,11 @@ draws.
 
 The reported CoV (``cov_depth``, :func:`scarce.envelope.lineage_variance`) groups chains by
 their ancestor one level up: chains grown from seeds of the same parent chain start close
-together, which the Au-Beck formula (chains independent, levels uncorrelated) ignores.
+together, which the Au-Beck formula (chains independent, levels uncorrelated) ignores. That
+variance, like Au and Beck's sum, is one of ``log P_hat`` (each level adds a relative error),
+and the CoV reported is the one it implies for ``P_hat``, ``sqrt(exp(s^2) - 1)``
+(:func:`scarce.envelope.lognormal_cov`). Its level terms need enough chains, hence the default
+level probability (:func:`scarce.levels.auto_level_probability`).
 
 Failures below a boundary. Where the score orders the failure set only partly, a chain can
 find a failure whose own score lies below the next level's boundary. That part of the failure
@@ -142,6 +146,15 @@ def latin_hypercube_normal(n: int, dim: int, rng: np.random.Generator, block: in
     return u
 
 
+def check_cov_depth(depth: object) -> int | str:
+    """Validate ``cov_depth``: an integer >= 0, or ``"all"`` (the whole genealogy, with the jackknife)."""
+    if isinstance(depth, str):
+        if depth != "all":
+            raise ScarceError(f"cov_depth must be an integer >= 0 or 'all', got {depth!r}")
+        return depth
+    return check_positive_int("cov_depth", depth, minimum=0)
+
+
 def check_count_seeds(rule: object) -> str:
     """Validate a ``count_seeds`` rule (one of :data:`COUNT_SEEDS_RULES`) and return it."""
     return check_choice("count_seeds", rule, COUNT_SEEDS_RULES)
@@ -178,17 +191,21 @@ class SubsetSimulation(Estimator):
         ziggurat (:mod:`scarce.normals`); meant for high-dimensional latents such as images,
         where those draws dominate the engine's own time. The problem's ``transform`` and
         ``evaluate`` then receive float32 arrays; levels, scores and estimates stay float64.
-    cov_depth : int
+    cov_depth : int or "all"
         Genealogy depth of the reported CoV (:func:`scarce.envelope.lineage_variance`):
         chains grown from a common ancestor up to ``cov_depth`` levels back are
         treated as correlated, within a level and across levels; and at least back to the
         level whose population held the first failure, whose descendants the last level's
         failures are.  0 gives the
         Au-Beck formula (chains independent, levels uncorrelated; level 1's term from the Latin
-        hypercube when level 0 is one, as in every CoV this class reports), which reports
-        a CoV 7-15% below the observed one; 1 (default) brings it within a few
-        per cent (module notes). Either way the CoV is at least that of the failures found below
-        a level's boundary (module notes).
+        hypercube when level 0 is one, as in every CoV this class reports); 1 is the default.
+        ``"all"`` groups every chain by its level-0 ancestor, the only independent draws of a
+        run, with the jackknife's correction for groups that hold much of a level: it sees
+        correlation that a run carries over many levels (a population that keeps more or
+        fewer states on one route to the failure than its share, level after level), at the
+        price of a larger CoV on shallow runs. The documentation's benchmark pages compare
+        them. Either way the CoV is at least that of the failures found below a level's
+        boundary (module notes).
     stop_factor : float
         In (0, 1]. The run ends at the first level at which at least
         ``stop_factor * p0 * N`` samples have failed, and never fewer than 50 (or
@@ -269,7 +286,7 @@ class SubsetSimulation(Estimator):
             max_levels=check_positive_int("max_levels", self.max_levels),
             max_queries=max_queries,
             first_level=first_level,
-            cov_depth=check_positive_int("cov_depth", self.cov_depth, minimum=0),
+            cov_depth=check_cov_depth(self.cov_depth),
             dtype=check_dtype(self.dtype).name,
             stop_factor=check_in_interval("stop_factor", self.stop_factor, 0.0, 1.0),
             count_seeds=check_count_seeds(self.count_seeds),
@@ -645,11 +662,8 @@ class _Run:
             self._record_lineage(last, failed, max(n_failed, 1) / n)
         self.cov_au_beck = combine_cov(self.level_covs) if probability > 0 else math.inf
         variance = self.cov_au_beck**2  # of log P_hat, to first order (envelope.lognormal_cov)
-        if probability > 0 and cfg.cov_depth > 0:
-            # failures that appeared some levels before the last and multiplied since are correlated
-            # through the chain they appeared in: the genealogy reaches back to that level at least
-            depth = max(cfg.cov_depth, len(self.lineage) - 1 - self.origin_level)
-            variance = max(lineage_variance(self.lineage, n, depth) + self.first_level_correction, 0.0)
+        if probability > 0 and cfg.cov_depth != 0:
+            variance = max(self._genealogy_variance(self.lineage) + self.first_level_correction, 0.0)
         if probability > 0 and self.below_boundary_variance > 0:
             # a CoV of P_hat itself (the estimate is proportional to that count), so its log-variance is log(1 + CoV^2)
             self.cov_below_boundary = math.sqrt(self.below_boundary_variance) / probability
@@ -667,6 +681,19 @@ class _Run:
             "levels": tuple(self.diagnostics),
             "wall_time": time.perf_counter() - start,
         }
+
+    def _genealogy_variance(self, lineage: list, origin: bool = True) -> float:
+        """:func:`scarce.envelope.lineage_variance` of ``lineage`` at the configured depth.
+
+        ``cov_depth="all"`` groups every chain by its level-0 ancestor, with the jackknife. An
+        integer depth reaches, when ``origin``, at least back to the origin level: failures that
+        appeared some levels before the last and multiplied since are correlated through the
+        chain they appeared in.
+        """
+        if self.config.cov_depth == "all":
+            return lineage_variance(lineage, self.n_samples, len(lineage), jackknife=True)
+        depth = max(self.config.cov_depth, len(lineage) - 1 - self.origin_level) if origin else self.config.cov_depth
+        return lineage_variance(lineage, self.n_samples, depth)
 
     def _degrees_of_freedom(self, variance: float) -> float | None:
         """Satterthwaite's degrees of freedom of the reported variance; None leaves the result's rule.
@@ -692,8 +719,8 @@ class _Run:
         lineages = max(count - 1.0, 1.0)
         if k < 1:
             return lineages
-        if cfg.cov_depth > 0:
-            before = lineage_variance(self.lineage[:k], self.n_samples, cfg.cov_depth) + self.first_level_correction
+        if cfg.cov_depth != 0:
+            before = self._genealogy_variance(self.lineage[:k], origin=False) + self.first_level_correction
         else:
             before = sum(c * c for c in self.level_covs[:k])
         before = min(max(before, 0.0), variance)
