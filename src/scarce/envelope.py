@@ -8,13 +8,15 @@ indicator ``I`` has squared CoV
           \gamma = 2 \sum_{k=1}^{N_s - 1} \Bigl(1 - \frac{k}{N_s}\Bigr) \rho(k),
 
 where ``rho(k)`` is the lag-``k`` autocorrelation of the indicator along the
-chains, estimated from the chains themselves.  Levels are combined as
-``delta^2 = sum_l delta_l^2`` (their correlation is neglected, as in Au and
-Beck).  That formula treats chains as independent; chains grown from seeds of
-one parent chain are not, and it reports a CoV 7-15% below the observed one.
-:func:`lineage_variance` groups chains by their ancestor a few levels up and
-adds those correlations (within and between levels); Subset Simulation reports
-it with depth 1.
+chains, estimated from the chains themselves.  Au and Beck combine levels as
+``delta^2 = sum_l delta_l^2`` (their correlation neglected); each term is a
+relative error, so the sum is, to first order, the variance ``s^2`` of
+``log P_hat``, and the CoV of ``P_hat`` it implies is ``sqrt(exp(s^2) - 1)``
+(:func:`lognormal_cov`), which is what Subset Simulation reports.  That formula
+treats chains as independent; chains grown from seeds of one parent chain are
+not.  :func:`lineage_variance` groups chains by their ancestor a few levels up
+and adds those correlations (within and between levels); Subset Simulation uses
+it with depth 1 by default, or over level-0 ancestors with the jackknife.
 
 Anytime-valid envelope (paper, Theorem 1 and Corollaries 1-2).  ``M_l =
 P_hat_l / P_l`` is a non-negative supermartingale, so by Ville's inequality,
@@ -289,40 +291,71 @@ def lineage_variance(
     the same ancestor) are correlated within a level and with the levels in between.
     ``depth = 0`` treats every chain as independent (the Au-Beck assumption).
 
-    ``jackknife``: each group's sum of level ``m`` is divided by ``1 - w_g``, ``w_g`` the group's
-    share of that level's chains (floored at :data:`JACKKNIFE_MIN_REST`). The residuals are
+    ``jackknife``: each group's sum of each level is divided by ``1 - w_g``, ``w_g`` the group's
+    share of that level's chains (floored at :data:`JACKKNIFE_MIN_REST`), in the squares and the
+    cross terms alike. The residuals are
     centred on the level's own fraction, so the plain sum of squared group sums falls short of
     the variance by about the groups' shares; when a few groups hold most chains (a deep run
     grouped by level-0 ancestors, whose genealogy has coalesced) the shortfall is large. The
     correction is the jackknife's (CR3 in the cluster-robust literature: Bell and McCaffrey 2002;
     MacKinnon and White 1985), which errs on the side of too large.
     """
-    total = 0.0
-    n_levels = len(lineage)
-    for m in range(n_levels):
+    return float(sum(lineage_terms(lineage, n_samples, depth, jackknife)))
+
+
+def lineage_terms(
+    lineage: list[tuple[np.ndarray, np.ndarray | None, float]], n_samples: int, depth: int, jackknife: bool = False
+) -> list[float]:
+    """Each level ``m``'s part of :func:`lineage_variance`: its groups' squared sums and their cross
+    terms with the levels from its ancestors' level up to ``m``."""
+    terms = []
+    for m in range(len(lineage)):
         a = max(m - depth, 0)
         size_a = lineage[a][0].size
-        # ancestor at level a of the chains of levels a..m
-        groups = []
+        groups = []  # level l's sums over the groups of ancestors at level a, for l = a..m
         for l in range(a, m + 1):
             res_l, _, p_l = lineage[l]
-            anc = np.arange(res_l.size)
-            for k in range(l, a, -1):
-                parent = lineage[k][1]
-                if parent is None:
-                    raise ValueError("lineage without parents above level 0")
-                anc = parent[anc]
-            groups.append(np.bincount(anc, weights=res_l / (n_samples * p_l), minlength=size_a))
+            anc = _ancestors(lineage, l, a)
+            group = np.bincount(anc, weights=res_l / (n_samples * p_l), minlength=size_a)
+            if jackknife:  # each level's group sums over the rest of that level
+                group = group / np.maximum(1.0 - np.bincount(anc, minlength=size_a) / anc.size, JACKKNIFE_MIN_REST)
+            groups.append(group)
         # np.sum, not BLAS dot: its pairwise order does not depend on the BLAS thread count,
         # so a seed gives the same CoV in a worker process as in the parent, bit for bit
         g_m = groups[-1]
-        if jackknife:
-            share = np.bincount(anc, minlength=size_a) / anc.size  # anc: level m's chains' ancestors
-            g_m = g_m / np.maximum(1.0 - share, JACKKNIFE_MIN_REST)
-        total += float(np.sum(g_m * g_m))
-        for g_l in groups[:-1]:
-            total += 2.0 * float(np.sum(g_l * g_m))
-    return total
+        terms.append(float(np.sum(g_m * g_m)) + sum(2.0 * float(np.sum(g_l * g_m)) for g_l in groups[:-1]))
+    return terms
+
+
+def _ancestors(lineage: list[tuple[np.ndarray, np.ndarray | None, float]], level: int, up_to: int) -> np.ndarray:
+    """The ancestor at level ``up_to`` of each chain of ``level``."""
+    anc = np.arange(lineage[level][0].size)
+    for k in range(level, up_to, -1):
+        parent = lineage[k][1]
+        if parent is None:
+            raise ValueError("lineage without parents above level 0")
+        anc = parent[anc]
+    return anc
+
+
+def ancestor_degrees_of_freedom(lineage: list[tuple[np.ndarray, np.ndarray | None, float]], n_samples: int) -> float:
+    """Satterthwaite's degrees of freedom of :func:`lineage_variance` over level-0 ancestors (jackknifed).
+
+    Level ``m``'s term is a sum over groups of level-0 ancestors, about ``K_m`` independent ones
+    (Kish's effective number, ``(sum n)^2 / sum n^2`` with ``n`` the level's chains an ancestor):
+    ``K_m - 1`` degrees of freedom. Their sum takes ``(sum T)^2 / sum (T_m^2 / (K_m - 1))``
+    (Satterthwaite 1946), a term below zero counting as zero. A deep run's genealogy coalesces
+    onto a few ancestors, so its last levels hold few degrees of freedom.
+    """
+    size_0 = lineage[0][0].size
+    terms = [max(t, 0.0) for t in lineage_terms(lineage, n_samples, len(lineage), jackknife=True)]
+    spread = 0.0
+    for m, term in enumerate(terms):
+        counts = np.bincount(_ancestors(lineage, m, 0), minlength=size_0).astype(float)
+        clusters = float(counts.sum() ** 2 / np.sum(counts * counts))
+        spread += term * term / max(clusters - 1.0, 1.0)
+    total = sum(terms)
+    return total * total / spread if spread > 0.0 else float(size_0 - 1)
 
 
 def lognormal_interval(

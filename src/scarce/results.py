@@ -206,9 +206,16 @@ class EstimateResult:
         """
         from scarce.levels import MIN_CHAINS_PER_LEVEL
 
-        chains = self.info.get("chains_per_level")
         moved = any(level.n_queries > 0 for level in self.levels[1:])  # a run ended at level 0 has a last row, no calls
-        return isinstance(chains, int) and chains < MIN_CHAINS_PER_LEVEL and moved
+        chains = self._chains_per_level()
+        return chains is not None and chains < MIN_CHAINS_PER_LEVEL and moved
+
+    def _chains_per_level(self) -> float | None:
+        """``info["chains_per_level"]``, or ``round(p0 N)`` for a Subset Simulation result stored before that key."""
+        chains = self.info.get("chains_per_level")
+        if chains is None and self.method == "subset_simulation" and self.level_probability:
+            chains = max(1, round(self.level_probability * self.n_samples))
+        return float(chains) if isinstance(chains, (int, float)) and not isinstance(chains, bool) else None
 
     @property
     def thin_evidence(self) -> bool:
@@ -280,7 +287,7 @@ class EstimateResult:
             out.append("error not measured (CoV infinite, e.g. replicas that agree exactly): the interval "
                        "falls back on the first level's independent draws")
         if self.few_chains:
-            out.append(f"few chains: {self.info['chains_per_level']} a level, fewer than 100; the reported CoV can "
+            out.append(f"few chains: {self._chains_per_level():g} a level, fewer than 100; the reported CoV can "
                        f"fall short on deep runs")
         reason = self.thin_evidence_reason
         if reason == "lineages":
@@ -333,7 +340,7 @@ class EstimateResult:
           that held a failure), the quantile is Student's ``t`` with ``G_eff - 1`` degrees of
           freedom, ``G_eff = (sum w)^2 / sum w^2`` the effective number of lineages (Kish) with
           ``w`` the failures in each (``G``, their plain count, in results that lack it).  The
-          CoV (with ``cov_depth > 0``, the default) is a cluster-robust variance over lineages; when a few of them hold most
+          CoV (with ``cov_depth`` other than 0; 1 is the default) is a cluster-robust variance over lineages; when a few of them hold most
           failures it rests on those few, and its degrees of freedom follow the effective
           number of clusters, not their count (the small-sample correction of Bell and
           McCaffrey 2002; Imbens and Kolesar 2016). Subset Simulation states the degrees of

@@ -100,6 +100,38 @@ def test_the_jackknife_divides_each_group_sum_by_the_rest_of_the_level():
     # a group holding every chain is scaled by at most 1 / JACKKNIFE_MIN_REST
     whole = [(np.array([1.0, -1.0]), None, 0.5), (np.array([0.5, -0.5]), np.array([0, 0]), 0.5)]
     assert math.isfinite(lineage_variance(whole, 4, depth=5, jackknife=True))
+    # two levels grouped by three level-0 ancestors: each level's group sums over the rest of
+    # that level, in the cross terms as in the squares: sum_g (g_0 / (1 - w_0) + g_1 / (1 - w_1))^2
+    level0, level1 = np.array([1.0, -0.5, -0.5]), np.array([0.2, 0.3, -0.1, -0.4])
+    parents = np.array([0, 0, 1, 2])
+    two = [(level0, None, 0.5), (level1, parents, 0.5)]
+    g0 = level0 / 4 / (1 - np.full(3, 1 / 3))
+    g1 = np.bincount(parents, weights=level1 / 4, minlength=3) / (1 - np.bincount(parents, minlength=3) / 4)
+    assert lineage_variance(two, 8, depth=5, jackknife=True) == pytest.approx(float(np.sum((g0 + g1) ** 2)))
+
+
+def test_the_whole_genealogy_takes_its_degrees_of_freedom_from_the_level_0_ancestors():
+    """A level whose chains all descend from one level-0 ancestor has one cluster: the degrees of
+    freedom fall towards 1, where the failure lineages alone would claim many."""
+    from scarce.envelope import ancestor_degrees_of_freedom
+
+    rng = np.random.default_rng(0)
+    spread = [(rng.normal(size=50), None, 0.1), (rng.normal(size=50), np.arange(50), 0.1)]
+    coalesced = [spread[0], (rng.normal(size=50), np.zeros(50, dtype=int), 0.1)]
+    assert ancestor_degrees_of_freedom(spread, 500) > 20
+    assert ancestor_degrees_of_freedom(coalesced, 500) < ancestor_degrees_of_freedom(spread, 500)
+
+
+def test_a_result_stored_before_chains_per_level_is_still_flagged():
+    import json
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = SubsetSimulation(n_samples=500, level_probability=0.1).estimate(linear(dim=5, probability=1e-4), seed=0)
+    payload = json.loads(r.to_json())
+    del payload["info"]["chains_per_level"]
+    old = EstimateResult.from_json(json.dumps(payload))
+    assert old.few_chains and old.flags == r.flags
 
 
 @pytest.mark.parametrize("depth", ["deep", 1.5, -1, None])

@@ -25,7 +25,7 @@ SCHEDULER = typer.Option(None, help="Address of a running Dask scheduler (tcp://
 
 #: Help of ``--level-probability`` (Subset Simulation's ``p0``), shared by the commands that take it.
 LEVEL_PROBABILITY_HELP = ("Target conditional probability p0 in (0, 0.5], or auto: 0.1 from --n-samples 1000 on, "
-                          "100/N below it (at least 100 Markov chains a level).")
+                          "100/N below it up to 0.5 (100 Markov chains a level from N = 200 on).")
 
 
 def level_probability_option(text: str) -> float | str:

@@ -25,7 +25,7 @@ independent-sample term.
 The last level (``stop_factor``). The classic rule runs levels until ``p0 * N`` samples have
 failed. When a level's failure fraction ``f`` falls just short of ``p0``, one more level costs
 ``N - p0 N`` model calls to estimate a factor near 1, while stopping adds
-``(1 - f) / (N f) (1 + gamma)`` to the squared CoV, hardly more than any intermediate level
+``(1 - f) / (N f) (1 + gamma)`` to the variance of ``log P_hat``, hardly more than any intermediate level
 adds. So a run ends as soon as ``stop_factor * p0 * N`` samples have failed (default 0.5), but
 never on fewer than 50 failures (:func:`scarce.levels.failures_to_stop`).
 
@@ -76,6 +76,7 @@ import numpy as np
 
 from scarce._rows import row_keys
 from scarce.envelope import (
+    ancestor_degrees_of_freedom,
     chain_correlation_factor,
     combine_cov,
     latin_hypercube_variance,
@@ -151,8 +152,11 @@ def check_cov_depth(depth: object) -> int | str:
     if isinstance(depth, str):
         if depth != "all":
             raise ScarceError(f"cov_depth must be an integer >= 0 or 'all', got {depth!r}")
-        return depth
-    return check_positive_int("cov_depth", depth, minimum=0)
+        return "all"  # a plain str, also for a numpy string
+    try:
+        return check_positive_int("cov_depth", depth, minimum=0)
+    except ScarceError as error:
+        raise ScarceError(f"{error} (or 'all')") from None
 
 
 def check_count_seeds(rule: object) -> str:
@@ -196,8 +200,9 @@ class SubsetSimulation(Estimator):
         chains grown from a common ancestor up to ``cov_depth`` levels back are
         treated as correlated, within a level and across levels; and at least back to the
         level whose population held the first failure, whose descendants the last level's
-        failures are.  0 gives the
-        Au-Beck formula (chains independent, levels uncorrelated; level 1's term from the Latin
+        failures are.  0 gives the variance of the
+        Au-Beck formula (chains independent, levels uncorrelated; its square root is
+        ``info["cov_au_beck"]``, on the scale of ``log P_hat``; level 1's term from the Latin
         hypercube when level 0 is one, as in every CoV this class reports); 1 is the default.
         ``"all"`` groups every chain by its level-0 ancestor, the only independent draws of a
         run, with the jackknife's correction for groups that hold much of a level: it sees
@@ -244,7 +249,7 @@ class SubsetSimulation(Estimator):
         max_levels: int = 50,
         max_queries: int | None = None,
         first_level: str = "lhs",
-        cov_depth: int = 1,
+        cov_depth: int | str = 1,
         dtype: str = "float64",
         stop_factor: float = 0.5,
         count_seeds: str = "independent",
@@ -696,6 +701,15 @@ class _Run:
         return lineage_variance(lineage, self.n_samples, depth)
 
     def _degrees_of_freedom(self, variance: float) -> float | None:
+        """:meth:`_lineage_degrees_of_freedom`; with ``cov_depth="all"``, at most the level-0
+        ancestors' (:func:`scarce.envelope.ancestor_degrees_of_freedom`): the variance is then a sum
+        over those clusters, and a deep run's genealogy keeps few of them."""
+        nu = self._lineage_degrees_of_freedom(variance)
+        if nu is None or self.config.cov_depth != "all":
+            return nu
+        return min(nu, max(ancestor_degrees_of_freedom(self.lineage, self.n_samples), 1.0))
+
+    def _lineage_degrees_of_freedom(self, variance: float) -> float | None:
         """Satterthwaite's degrees of freedom of the reported variance; None leaves the result's rule.
 
         The variance has two parts. The levels before the origin level (the first whose
