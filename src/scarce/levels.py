@@ -170,13 +170,14 @@ def auto_level_probability(n_samples: int) -> float:
 
 
 def resolve_level_probability(n_samples: object, level_probability: object) -> object:
-    """``level_probability`` with ``"auto"`` replaced by :func:`auto_level_probability` of ``n_samples``.
+    """``level_probability`` with ``"auto"`` (any case, surrounding spaces ignored) replaced by
+    :func:`auto_level_probability` of ``n_samples``.
 
     Anything else is returned as given, for :func:`check_level_sizes` to check (so is ``"auto"``
     beside an ``n_samples`` that is not a positive integer, whose error names ``n_samples``).
     """
     if isinstance(level_probability, str):
-        if level_probability != "auto":
+        if level_probability.strip().lower() != "auto":  # as the CLI takes it
             raise ScarceError(f"level_probability must be a number in (0, 0.5] or 'auto', got {level_probability!r}")
         return auto_level_probability(check_positive_int("n_samples", n_samples, minimum=2))
     return level_probability

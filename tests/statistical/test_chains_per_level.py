@@ -65,10 +65,16 @@ def test_a_run_that_ends_at_level_0_moved_no_chains_and_is_not_flagged_for_them(
     assert r.levels[-1].n_queries == 0 and not r.few_chains
 
 
-@pytest.mark.parametrize("value", ["Auto", "0.1", "", "max"])
+@pytest.mark.parametrize("value", ["automatic", "0.1", "", "max"])
 def test_a_level_probability_text_other_than_auto_is_refused_by_name(value):
     with pytest.raises(ScarceError, match=r"level_probability must be a number in \(0, 0.5\] or 'auto'"):
         SubsetSimulation(n_samples=500, level_probability=value).estimate(linear(dim=2, probability=1e-3), seed=0)
+
+
+def test_auto_is_read_as_the_command_line_reads_it():
+    problem = linear(dim=2, probability=1e-3)
+    runs = [SubsetSimulation(n_samples=500, level_probability=text).estimate(problem, seed=0) for text in ("auto", " AUTO ")]
+    assert runs[0].level_probability == runs[1].level_probability == 0.2 and runs[0].probability == runs[1].probability
 
 
 def test_auto_beside_a_bad_n_samples_names_n_samples():
