@@ -211,10 +211,13 @@ class EstimateResult:
         return chains is not None and chains < MIN_CHAINS_PER_LEVEL and moved
 
     def _chains_per_level(self) -> float | None:
-        """``info["chains_per_level"]``, or ``round(p0 N)`` for a Subset Simulation result stored before that key."""
+        """``info["chains_per_level"]``, or the seeds a level targets for a Subset Simulation result
+        stored before that key (:func:`scarce.levels.n_seeds_target`)."""
+        from scarce.levels import n_seeds_target
+
         chains = self.info.get("chains_per_level")
         if chains is None and self.method == "subset_simulation" and self.level_probability:
-            chains = max(1, round(self.level_probability * self.n_samples))
+            chains = n_seeds_target(self.n_samples, self.level_probability)
         return float(chains) if isinstance(chains, (int, float)) and not isinstance(chains, bool) else None
 
     @property
@@ -287,8 +290,10 @@ class EstimateResult:
             out.append("error not measured (CoV infinite, e.g. replicas that agree exactly): the interval "
                        "falls back on the first level's independent draws")
         if self.few_chains:
-            out.append(f"few chains: {self._chains_per_level():g} a level, fewer than 100; the reported CoV can "
-                       f"fall short on deep runs")
+            from scarce.levels import MIN_CHAINS_PER_LEVEL
+
+            out.append(f"few chains: {self._chains_per_level():g} a level, fewer than {MIN_CHAINS_PER_LEVEL}; the "
+                       f"reported CoV can fall short on deep runs")
         reason = self.thin_evidence_reason
         if reason == "lineages":
             out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} of "
