@@ -21,6 +21,10 @@ their median reported CoV. Under a score that does not order the failures, the f
 below a level's boundary carry the failure set's mass there into every later level; this shows
 how much a run's answer rests on that count.
 
+``--dump FILE.jsonl`` writes one line a run (estimate, CoV, flags, degrees of freedom, lineage
+counts, each level's failures and chain correlation factor), so another interval rule can be
+judged on the same runs without running them again; ``--stop-factor`` sets the engine's.
+
 A scenario passes the bar of the issue that asked for it when its mean lies within 3 standard
 errors of the truth, or when every run is flagged and the intervals hold the truth in at least
 93% of runs.
@@ -29,7 +33,9 @@ errors of the truth, or when every run is flagged and the intervals hold the tru
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import time
 import warnings
 
@@ -75,8 +81,10 @@ SCENARIOS = {
 
 
 def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
-                 by_level: int | None = None, kernel: str = "acs", cov_depth: int | str = 1) -> dict:
-    """``reps`` seeded runs of one scenario, summarised (with ``by_level``, its runs grouped too)."""
+                 by_level: int | None = None, kernel: str = "acs", cov_depth: int | str = 1,
+                 records: list | None = None, stop_factor: float = 0.5) -> dict:
+    """``reps`` seeded runs of one scenario, summarised (with ``by_level``, its runs grouped too;
+    with ``records``, one dict a run appended to it)."""
     est, cov, covered, reached, flagged, thin, counts, bounds = [], [], [], [], [], [], [], []
     start = time.perf_counter()
     for seed in range(reps):
@@ -84,7 +92,7 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = SubsetSimulation(n_samples=n_samples, first_level=first_level, kernel=make_kernel(kernel),
-                                      cov_depth=cov_depth).estimate(problem, seed=seed)
+                                      cov_depth=cov_depth, stop_factor=stop_factor).estimate(problem, seed=seed)
         lo, hi = result.ci(0.95)
         est.append(result.probability)
         cov.append(result.cov)
@@ -95,6 +103,8 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         thin.append(result.thin_evidence)
         if by_level is not None:
             counts.append(result.levels[by_level].n_failed if len(result.levels) > by_level else -1)
+        if records is not None:
+            records.append(_record(name, seed, truth, result))
     est, cov, bounds = np.array(est), np.array(cov), np.array(bounds).reshape(-1, 2)
     covered, reached, flagged = np.array(covered), np.array(reached), np.array(flagged)
     se = est.std(ddof=1) / math.sqrt(reps)
@@ -114,6 +124,21 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         "CoV rms/obs": float(np.sqrt(np.mean(cov[plain] ** 2))) / observed if observed == observed else math.nan,
         "seconds": time.perf_counter() - start, "groups": groups,
     }
+
+
+_DUMPED_INFO = ("cov_au_beck", "failure_lineages", "failure_lineages_effective", "failure_origin_level",
+                "failures_found", "failures_below_boundary", "cov_below_boundary", "cov_degrees_of_freedom")
+
+
+def _record(name: str, seed: int, truth: float, result) -> dict:
+    """One run's figures for ``--dump``: enough to recompute its interval under another rule."""
+    out = {"scenario": name, "seed": seed, "truth": truth, "probability": result.probability, "cov": result.cov,
+           "reached": result.reached_failure, "flagged": bool(result.flags), "thin": result.thin_evidence,
+           "n_levels": len(result.levels), "n_queries": result.n_queries,
+           "level_failures": [level.n_failed for level in result.levels],
+           "level_correlation": [level.correlation_factor for level in result.levels]}
+    out.update({key: result.info.get(key) for key in _DUMPED_INFO})
+    return out
 
 
 def _by_count(name: str, level: int, counts: np.ndarray, ratio: np.ndarray, covered: np.ndarray,
@@ -143,6 +168,10 @@ def main() -> None:
     parser.add_argument("--kernel", default="acs", choices=sorted(KERNELS),
                         help="the MCMC kernel by registry name, with its default settings")
     parser.add_argument("--cov-depth", default="1", help="the reported CoV's genealogy depth: an integer, or 'all'")
+    parser.add_argument("--stop-factor", type=float, default=0.5,
+                        help="SubsetSimulation's stop_factor (1.0: the classic last-level rule)")
+    parser.add_argument("--dump", default=None, metavar="FILE.jsonl",
+                        help="also write one JSON line a run: its estimate, CoV, flags and the evidence behind its interval")
     args = parser.parse_args()
     args.cov_depth = args.cov_depth if args.cov_depth == "all" else int(args.cov_depth)
     if args.by_level_failures is not None and args.by_level_failures < 0:
@@ -155,15 +184,26 @@ def main() -> None:
                "missed above", "reached", "flagged", "thin", "CoV rep/obs", "CoV rms/obs", "seconds"]
     p0 = auto_level_probability(args.n_samples)  # the engine's default, level_probability="auto"
     print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = {p0:g} ('auto'), cov_depth {args.cov_depth}, "
-          f"first level {args.first_level}, "
+          f"stop_factor {args.stop_factor:g}, first level {args.first_level}, "
           f"kernel {args.kernel} (z: mean minus truth in standard errors)")
     print(f"{'scenario':12s}" + "".join(f"{c:>17s}" for c in columns))
+    records = [] if args.dump else None
     for name in names:
         row = run_scenario(name, args.reps, args.n_samples, args.first_level, args.by_level_failures, args.kernel,
-                           args.cov_depth)
+                           args.cov_depth, records, args.stop_factor)
         print(f"{name:12s}" + "".join(f"{row[c]:17.3g}" for c in columns), flush=True)
         if row["groups"]:
             print("\n".join(row["groups"]), flush=True)
+        if records is not None:
+            _write_dump(args.dump, records)
+
+
+def _write_dump(path: str, records: list[dict]) -> None:
+    """Every run so far as JSON lines, written whole after each scenario (a temporary file, then renamed)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.writelines(json.dumps(record) + "\n" for record in records)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -201,8 +201,32 @@ def n_seeds_target(n_samples: int, level_probability: float) -> int:
     return max(1, int(round(level_probability * n_samples)))
 
 
-#: Fewest failures that may end a run before the classic rule does (``m`` where that is smaller).
+#: Fewest failures that may end a run before the classic rule does (``m`` where that is smaller),
+#: counted as independent draws (:func:`early_stop_allowed`).
 EARLY_STOP_MIN_FAILURES = 50
+
+
+def early_stop_allowed(n_failed: int, correlation_factor: float, n_samples: int, level_probability: float) -> bool:
+    """Whether ``n_failed`` failures along chains whose failure indicator has the Au-Beck factor
+    ``gamma`` are enough to end a run before the classic rule (``m + 1`` failures) would.
+
+    Ending a run when its count of failures reaches a bar selects the populations whose count
+    came out high, and the bar keeps that selection small only if the count varies as a count
+    of independent draws would. Along Markov chains it varies ``1 + gamma`` times as much
+    (Au and Beck's factor): a chain that steps into the failure set tends to stay there, and a
+    score that orders the failures only partly leaves them in the few chains that stumbled into
+    them. A level whose conditional failure probability is well under ``p0`` can then hold
+    ``stop_factor m`` failures by chance, and a run that stops there returns an estimate several
+    times the truth with an interval that does not reach it. So the count an early stop needs is
+    in effective draws, Kish's ``n_failed / (1 + gamma)``: at least
+    :data:`EARLY_STOP_MIN_FAILURES` (or ``m`` where that is smaller). The classic rule is not
+    affected.
+
+    >>> early_stop_allowed(120, 1.0, 2000, 0.1), early_stop_allowed(120, 2.0, 2000, 0.1)
+    (True, False)
+    """
+    bar = min(n_seeds_target(n_samples, level_probability), EARLY_STOP_MIN_FAILURES)
+    return n_failed / (1.0 + max(correlation_factor, 0.0)) >= bar
 
 
 def failures_to_stop(n_samples: int, level_probability: float, stop_factor: float) -> int:
@@ -211,7 +235,8 @@ def failures_to_stop(n_samples: int, level_probability: float, stop_factor: floa
     Stopping as soon as ``K`` failures reach a count selects the populations whose count came
     out high, and ``K / N`` is then biased upward; the bias fades quickly as the count grows.
     So an early stop needs at least :data:`EARLY_STOP_MIN_FAILURES` failures (or ``m``, the
-    classic rule, when that is smaller).  The product is rounded first, so a factor that is a
+    classic rule, when that is smaller), and that many in effective draws where the failures
+    lie along Markov chains (:func:`early_stop_allowed`, which the engine applies).  The product is rounded first, so a factor that is a
     round fraction of ``m`` is not pushed up by floating point (``0.07 * 1000`` is
     ``70.00000000000001``).
 

@@ -22,6 +22,7 @@ from scarce import (
     SubsetSimulation,
 )
 from scarce.errors import BudgetExhaustedWarning
+from scarce.levels import early_stop_allowed
 from scarce.problems import chi_square, four_branch, linear, make_problem, two_regions
 from scarce.results import EstimateResult
 
@@ -218,19 +219,21 @@ def test_uncounted_seeds_are_moved_from_but_not_kept():
 
 
 def test_stop_factor_ends_the_run_once_enough_samples_failed():
-    """The run ends at the first level holding stop_factor * p0 * N failures; 1 is the classic rule."""
+    """The run ends at the first level holding stop_factor * p0 * N failures, counted in effective
+    draws along the chains (levels.early_stop_allowed); 1 is the classic rule."""
     problem = linear(dim=20, probability=1e-3)
     seen = {}
     for seed in range(40):
-        classic = SubsetSimulation(n_samples=1000, stop_factor=1.0).estimate(problem, seed=seed)
-        early = SubsetSimulation(n_samples=1000, stop_factor=0.5).estimate(problem, seed=seed)
-        # the two runs share every level up to the first one holding 50 to 99 failures
-        assert classic.levels[-1].n_failed >= 100 and early.levels[-1].n_failed >= 50
+        classic = SubsetSimulation(n_samples=2000, stop_factor=1.0).estimate(problem, seed=seed)
+        early = SubsetSimulation(n_samples=2000, stop_factor=0.5).estimate(problem, seed=seed)
+        # the two runs share every level up to the first one holding 100 to 200 failures
+        assert classic.levels[-1].n_failed >= 200 and early.levels[-1].n_failed >= 100
         shared = min(len(classic.levels), len(early.levels)) - 1
         assert early.levels[:shared] == classic.levels[:shared]
         if len(early.levels) < len(classic.levels):
             last = early.levels[-1]
-            assert 50 <= last.n_failed < 100 and last.probability == last.n_failed / 1000
+            assert 100 <= last.n_failed <= 200 and last.probability == last.n_failed / 2000
+            assert early_stop_allowed(last.n_failed, last.correlation_factor, 2000, 0.1)
             assert early.n_queries < classic.n_queries
             seen["earlier"] = True
         else:

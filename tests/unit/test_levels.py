@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from scarce.levels import failures_to_stop, in_level, n_seeds_target, next_threshold
+from scarce.levels import early_stop_allowed, failures_to_stop, in_level, n_seeds_target, next_threshold
 
 
 def test_continuous_scores_keep_exactly_p0_n_above_the_next_score_down():
@@ -130,6 +130,18 @@ def test_failures_to_stop_rounds_the_product_before_the_ceiling(n, p0, factor, k
 def test_an_early_stop_needs_fifty_failures_or_the_classic_count(n, p0, factor, k):
     # a stop at a handful of failures selects the populations whose count came out high
     assert failures_to_stop(n, p0, factor) == k
+
+
+@pytest.mark.parametrize("n_failed, gamma, n, p0, allowed", [
+    (120, 1.0, 2000, 0.1, True),    # 60 effective draws
+    (120, 2.0, 2000, 0.1, False),   # 40: clustered along the chains
+    (150, 2.0, 2000, 0.1, True),    # exactly 50
+    (50, -0.3, 1000, 0.1, True),    # a negative factor (anti-correlated chains) counts as none
+    (10, 0.0, 100, 0.1, True),      # m = 10 is the bar where it is below 50
+    (10, 0.5, 100, 0.1, False),
+])
+def test_an_early_stop_counts_its_failures_in_effective_draws(n_failed, gamma, n, p0, allowed):
+    assert early_stop_allowed(n_failed, gamma, n, p0) is allowed
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5])

@@ -27,7 +27,13 @@ failed. When a level's failure fraction ``f`` falls just short of ``p0``, one mo
 ``N - p0 N`` model calls to estimate a factor near 1, while stopping adds
 ``(1 - f) / (N f) (1 + gamma)`` to the variance of ``log P_hat``, hardly more than any intermediate level
 adds. So a run ends as soon as ``stop_factor * p0 * N`` samples have failed (default 0.5), but
-never on fewer than 50 failures (:func:`scarce.levels.failures_to_stop`).
+never on fewer than 50 failures (:func:`scarce.levels.failures_to_stop`), counted as effective
+draws: failures along Markov chains cluster (a chain that enters the failure set tends to stay,
+and a score that orders the failures only partly leaves them in a few lineages), and a clustered
+count can reach the bar on a level whose failure probability is far below it, which then ends
+the run on an estimate several times the truth. An early stop therefore needs
+``n_failed / (1 + gamma) >= 50``, ``gamma`` the chains' Au-Beck factor of the failure indicator
+(:func:`scarce.levels.early_stop_allowed`); the classic rule's stop is unchanged.
 
 Which samples a level counts (``count_seeds``). A level's ``p0 N`` seeds are its chains'
 starting points. Au and Beck count each seed as its chain's first state (``N - p0 N`` model
@@ -108,6 +114,7 @@ from scarce.levels import (
     MIN_CHAINS_PER_LEVEL,
     ThresholdChoice,
     check_level_sizes,
+    early_stop_allowed,
     failures_to_stop,
     n_seeds_target,
     next_threshold,
@@ -215,9 +222,10 @@ class SubsetSimulation(Estimator):
         In (0, 1]. The run ends at the first level at which at least
         ``stop_factor * p0 * N`` samples have failed, and never fewer than 50 (or
         ``p0 * N`` where that is smaller: a stop at a handful of failures selects the
-        populations whose count came out high); their fraction is the last factor of
+        populations whose count came out high) in effective draws along the chains
+        (:func:`scarce.levels.early_stop_allowed`); their fraction is the last factor of
         the estimate. 1 is the classic rule; the default 0.5 saves a level of model
-        calls in about half the runs (module notes).
+        calls in some runs (module notes).
     count_seeds : {"independent", "always", "never"}
         Whether a level's seeds count among its ``N`` samples. ``"always"``: each seed
         is its chain's first state and the level costs ``N - p0 N`` model calls (Au and
@@ -648,10 +656,19 @@ class _Run:
     def _choose_level(self, pop: Population, min_failures: int) -> ThresholdChoice:
         """The next level of ``pop``: the rule of :func:`scarce.levels.next_threshold` at ``p0``.
 
+        An early stop (at least ``min_failures`` failures but not the classic ``m + 1``) needs
+        that many failures in effective draws along the chains
+        (:func:`scarce.levels.early_stop_allowed`); without them the level is an ordinary one.
         One seam for the level rule: the splitting benchmark replaces it with a rule that picks
         ``p0`` per level from the population's chains, to measure that rule against this one.
         """
-        return next_threshold(pop.flat_scores(), self.config.level_probability, min_failures, keys=pop.flat_keys())
+        scores, p0 = pop.flat_scores(), self.config.level_probability
+        failed = np.isposinf(np.where(pop.mask, pop.score, 0.0))
+        n_failed = int(np.count_nonzero(failed))
+        if min_failures <= n_failed <= n_seeds_target(self.n_samples, p0):
+            if not early_stop_allowed(n_failed, chain_correlation_factor(failed, pop.mask), self.n_samples, p0):
+                min_failures = n_seeds_target(self.n_samples, p0) + 1  # the classic rule alone
+        return next_threshold(scores, p0, min_failures, keys=pop.flat_keys())
 
     def _finish(self, level: _Level, cumulative: float, status: str, start: float) -> dict:
         """The estimate, its CoV and the evidence behind it, from the last population."""
