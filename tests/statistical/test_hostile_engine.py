@@ -92,6 +92,17 @@ def test_steps_and_jumps_are_unbiased_with_honest_intervals(name, score):
     assert 0.93 <= coverage(results, truth) <= 0.99
 
 
+def test_a_refused_early_stop_on_a_plateau_ends_the_run_without_a_stall():
+    """steps at N = 500: the last scored level's samples that did not fail all score 3.0, with 93
+    failures along clustered chains (too few effective draws for an early stop). The classic
+    rule cannot rise above a plateau, so the refused stop left 6 of these 60 runs flagged
+    'stalled level' for a fraction that is the last factor either way; the stop now stands."""
+    truth = norm.sf(3.5)
+    results = runs(lambda s: problem(lambda u: np.floor(2 * u[:, 0]) / 2, lambda u: u[:, 0] >= 3.5), 60)
+    assert all(r.reached_failure and not r.flags for r in results)
+    assert abs(z_score(results, truth)) < 3
+
+
 @pytest.mark.slow
 def test_misleading_score_is_flagged_and_its_intervals_hold_the_truth():
     """Score u2, failure u1 >= 3.5: the chains climb away from the failure set."""

@@ -658,16 +658,21 @@ class _Run:
 
         An early stop (at least ``min_failures`` failures but not the classic ``m + 1``) needs
         that many failures in effective draws along the chains
-        (:func:`scarce.levels.early_stop_allowed`); without them the level is an ordinary one.
-        One seam for the level rule: the splitting benchmark replaces it with a rule that picks
-        ``p0`` per level from the population's chains, to measure that rule against this one.
+        (:func:`scarce.levels.early_stop_allowed`); without them the level is an ordinary one,
+        unless every sample that did not fail shares one score: no boundary can then rise, and
+        the failures' fraction is the last factor either way (refusing the stop would only
+        mark the level stalled). One seam for the level rule: the splitting benchmark replaces
+        it with a rule that picks ``p0`` per level from the population's chains, to measure that
+        rule against this one.
         """
         scores, p0 = pop.flat_scores(), self.config.level_probability
         failed = np.isposinf(np.where(pop.mask, pop.score, 0.0))
-        n_failed = int(np.count_nonzero(failed))
-        if min_failures <= n_failed <= n_seeds_target(self.n_samples, p0):
-            if not early_stop_allowed(n_failed, chain_correlation_factor(failed, pop.mask), self.n_samples, p0):
-                min_failures = n_seeds_target(self.n_samples, p0) + 1  # the classic rule alone
+        n_failed, m = int(np.count_nonzero(failed)), n_seeds_target(self.n_samples, p0)
+        if min_failures <= n_failed <= m < scores.size:
+            finite = scores[~np.isposinf(scores)]
+            if finite.min() < finite.max() and not early_stop_allowed(
+                    n_failed, chain_correlation_factor(failed, pop.mask), self.n_samples, p0):
+                min_failures = m + 1  # the classic rule alone
         return next_threshold(scores, p0, min_failures, keys=pop.flat_keys())
 
     def _finish(self, level: _Level, cumulative: float, status: str, start: float) -> dict:
