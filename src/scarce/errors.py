@@ -9,6 +9,8 @@ user can fix the call without reading the source.
 from __future__ import annotations
 
 import difflib
+import os
+import sys
 from collections.abc import Iterable
 
 
@@ -48,6 +50,25 @@ class FewChainsWarning(ScarceWarning):
 class ThinEvidenceWarning(ScarceWarning):
     """A run's failures descend from too few chains of the first level that held a failure
     (:attr:`scarce.results.EstimateResult.thin_evidence`): its error cannot be measured from the run."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stack_level() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside the scarce package.
+
+    A fixed ``stacklevel`` is right for one call path only: the same warning raised inside a
+    run reaches the user through :meth:`~scarce.SubsetSimulation.estimate` one frame further
+    than through :meth:`~scarce.SubsetSimulation.iter_levels`'s generator. Counting the frames
+    that lie in the package (the function that warns, and its callers up to the user's code)
+    gives the user's line on every path; pandas does the same (``find_stack_level``). Call it
+    in the function that calls :func:`warnings.warn`.
+    """
+    frame, level = sys._getframe(1), 1  # the function about to warn
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def show(value: object, limit: int = 80) -> str:

@@ -98,6 +98,7 @@ from scarce.errors import (
     ScarceError,
     StalledLevelWarning,
     ThinEvidenceWarning,
+    user_stack_level,
 )
 from scarce.estimators.base import (
     MAX_LEVEL_BYTES,
@@ -398,7 +399,7 @@ class SubsetSimulation(Estimator):
                 f"level_probability={cfg.level_probability:g}), fewer than {MIN_CHAINS_PER_LEVEL}: on a run several "
                 "levels deep the reported CoV can fall short of the estimate's spread; level_probability='auto' "
                 f"keeps {MIN_CHAINS_PER_LEVEL} where n_samples >= {2 * MIN_CHAINS_PER_LEVEL}, or raise n_samples",
-                FewChainsWarning, stacklevel=4,
+                FewChainsWarning, stacklevel=user_stack_level(),
             )
         if out.thin_evidence:
             _warn_thin(run, out.thin_evidence_reason)
@@ -431,7 +432,7 @@ def _warn_thin(run: _Run, reason: str | None) -> None:
                "chains, not on a score that led the chains to the failure, and its error cannot be measured from "
                "this run")
     warnings.warn(why + "; its interval falls back on the first level's independent draws", ThinEvidenceWarning,
-                  stacklevel=3)
+                  stacklevel=user_stack_level())
 
 
 def _stall_message(level: int, population: Population) -> str:
@@ -546,13 +547,13 @@ class _Run:
                           f"score of {self.diagnostics[-1].threshold:.6g}: check that the score grows towards the "
                           f"failure (larger is closer), or, for a failure rarer than level_probability**max_levels "
                           f"= {cfg.level_probability ** cfg.max_levels:.2g}, raise max_levels",
-                          BudgetExhaustedWarning, stacklevel=5)
+                          BudgetExhaustedWarning, stacklevel=user_stack_level())
         elif reason == "budget":
             warnings.warn(
                 f"max_queries={cfg.max_queries} would be exceeded by level {self.level_index + 1} "
                 f"({self.n_queries} used, {cost} needed); returning a partial result",
                 BudgetExhaustedWarning,
-                stacklevel=5,
+                stacklevel=user_stack_level(),
             )
         return reason
 
@@ -581,7 +582,8 @@ class _Run:
                 status = "converged"
                 if choice.stalled and choice.n_above == 0:
                     status = "stalled"
-                    warnings.warn(_stall_message(self.level_index - 1, pop), StalledLevelWarning, stacklevel=4)
+                    warnings.warn(_stall_message(self.level_index - 1, pop), StalledLevelWarning,
+                                  stacklevel=user_stack_level())
                 else:
                     self._record_lineage(level.population, indicator, choice.probability)
                 self.outcome = self._finish(level, cumulative, status, start)
@@ -816,7 +818,7 @@ class _Run:
                 f"MCMC acceptance {stats.acceptance_rate:.3f} at level {self.level_index}: chains barely move; "
                 "the CoV accounts for it but consider a different kernel or scale",
                 LowAcceptanceWarning,
-                stacklevel=5,
+                stacklevel=user_stack_level(),
             )
         return _Level(choice.threshold, population, stats), stats.scale
 
