@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import sys
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from scarce.errors import ScarceError, show, unknown_name_error
+from scarce.errors import ScarceError, show, unknown_name_error, user_stack_level
 
 __all__ = [
     "check_embeddings",
@@ -30,15 +29,14 @@ __all__ = [
     "warn_user",
 ]
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
 
 def warn_user(message: str, category: type[Warning]) -> None:
-    """Issue a warning attributed to the first caller outside the scarce package."""
-    frame, level = sys._getframe(1), 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
+    """Issue a warning attributed to the first caller outside the scarce package.
+
+    The stack level is counted (:func:`scarce.errors.user_stack_level`), not fixed, so the
+    warning names the user's line whichever public function led to it.
+    """
+    warnings.warn(message, category, stacklevel=user_stack_level())
 
 
 def _describe_nonfinite(a: NDArray[np.float64], finite: NDArray[np.bool_]) -> str:

@@ -42,7 +42,6 @@ import json
 import os
 import re
 import uuid
-import warnings
 import zipfile
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from typing import BinaryIO, Union
 import numpy as np
 
 from scarce._atomic import atomic_write_bytes, remove_stale_temporaries
-from scarce.checks import check_path, check_positive_int
+from scarce.checks import check_path, check_positive_int, warn_user
 from scarce.datasets._inputs import open_regular
 from scarce.errors import ScarceError, ScarceWarning, show
 
@@ -165,9 +164,9 @@ class EmbeddingCache:
         for shard in sorted(self.directory.glob(_SHARD_GLOB)):
             self._add_to_index(shard, opened)
         if opened.rejected:
-            _warn(_rejected_message(self.directory, opened.rejected), stacklevel=2)
+            warn_user(_rejected_message(self.directory, opened.rejected), ScarceWarning)
         if opened.upgraded:
-            _warn(_upgraded_message(self.directory, opened), stacklevel=2)
+            warn_user(_upgraded_message(self.directory, opened), ScarceWarning)
 
     def _write_identity(self) -> None:
         """Write ``identity.json`` (the identity in clear, for a person looking at the cache) once."""
@@ -274,7 +273,7 @@ class EmbeddingCache:
             _scatter(values, arrays, targets, rows, len(texts))
             found[targets] = True
         if rejected:
-            _warn(_rejected_message(self.directory, rejected), stacklevel=2)
+            warn_user(_rejected_message(self.directory, rejected), ScarceWarning)
         return found, values
 
     def store(self, texts: Sequence[str], arrays: Mapping[str, np.ndarray]) -> Path:
@@ -504,11 +503,6 @@ def _upgraded_message(directory: Path, opened: _Opened) -> str:
         return (f"{message}, but {opened.not_rewritten} could not be rewritten with a checksum "
                 f"({opened.rewrite_error}) and are upgraded again at the next opening")
     return f"{message}, rewritten with a checksum"
-
-
-def _warn(message: str, stacklevel: int) -> None:
-    """A ScarceWarning with ``stacklevel`` counted from the function calling this one (2: its caller)."""
-    warnings.warn(message, ScarceWarning, stacklevel=stacklevel + 1)
 
 
 def _unique(texts: Sequence[str]) -> list[str]:

@@ -87,12 +87,11 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable
 
 import numpy as np
 
-from scarce.checks import check_in_interval, check_positive_int
+from scarce.checks import check_in_interval, check_positive_int, warn_user
 from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result
 from scarce.levels import check_level_sizes, exceeds_budget
@@ -328,12 +327,10 @@ class _Run:
         cfg, per_level = self.config, self.n_samples * (self.steps + 1)
         if not exceeds_budget(self.n_queries, per_level, cfg.max_queries):
             return False
-        warnings.warn(
+        warn_user(
             f"max_queries={cfg.max_queries} would be exceeded by AMLS level {self.level_index + 1} "
             f"({self.n_queries} used, {per_level} needed); returning a partial result",
-            BudgetExhaustedWarning,
-            stacklevel=4,
-        )
+            BudgetExhaustedWarning)
         return True
 
     def _next_level(self, scores: np.ndarray, previous: float, order_index: int) -> tuple[float, bool]:
@@ -342,12 +339,10 @@ class _Run:
         if level != previous:
             return level, False
         self.level_jumps += 1
-        warnings.warn(
+        warn_user(
             f"AMLS level {self.level_index} cannot rise above {previous:.6g} (ties); jumping to the "
             "failure threshold as published (counted in info['level_jumps'])",
-            StalledLevelWarning,
-            stacklevel=4,
-        )
+            StalledLevelWarning)
         return math.inf, True
 
     def _finish(self, log_p: float, level_covs: list[float], status: str, reached: bool,
@@ -355,8 +350,8 @@ class _Run:
         """The result's fields; a run that did not reach the failure gives the last level's share of failures."""
         n = self.n_samples
         if status == "max_levels":
-            warnings.warn(f"max_levels={self.config.max_levels} reached before the failure threshold",
-                          BudgetExhaustedWarning, stacklevel=4)
+            warn_user(f"max_levels={self.config.max_levels} reached before the failure threshold",
+                      BudgetExhaustedWarning)
         cumulative = math.exp(log_p)
         if reached:
             probability = cumulative

@@ -45,12 +45,11 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from scarce.checks import check_flag, check_positive_int
+from scarce.checks import check_flag, check_positive_int, warn_user
 from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result, check_memory
 from scarce.estimators.chains import checked_params, propose_moves
@@ -324,14 +323,14 @@ def _combine(cfg: AdaptiveMultilevelSplitting, replicas: list[_Replica], n_queri
 
 def _warn(status: str, replicas: list[_Replica]) -> None:
     if status == "stalled":
-        warnings.warn("no splitting replica got above its level (distinct particles tied at one score, or every "
-                      "replica extinct); the result is flagged and its interval rests on the first draws",
-                      StalledLevelWarning, stacklevel=4)
+        warn_user("no splitting replica got above its level (distinct particles tied at one score, or every "
+                  "replica extinct); the result is flagged and its interval rests on the first draws",
+                  StalledLevelWarning)
     elif status == "budget":
-        warnings.warn("max_queries reached before every replica reached the failure event; returning a partial "
-                      "result", BudgetExhaustedWarning, stacklevel=4)
+        warn_user("max_queries reached before every replica reached the failure event; returning a partial "
+                  "result", BudgetExhaustedWarning)
     elif status == "max_levels":
-        warnings.warn("max_iterations reached before the failure event", BudgetExhaustedWarning, stacklevel=4)
+        warn_user("max_iterations reached before the failure event", BudgetExhaustedWarning)
 
 
 def _info(cfg: AdaptiveMultilevelSplitting, replicas: list[_Replica]) -> dict:

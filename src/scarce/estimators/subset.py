@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -90,7 +89,7 @@ from scarce.envelope import (
     lineage_variance,
     lognormal_cov,
 )
-from scarce.checks import check_choice, check_flag, check_in_interval, check_positive_int
+from scarce.checks import check_choice, check_flag, check_in_interval, check_positive_int, warn_user
 from scarce.errors import (
     BudgetExhaustedWarning,
     FewChainsWarning,
@@ -98,7 +97,6 @@ from scarce.errors import (
     ScarceError,
     StalledLevelWarning,
     ThinEvidenceWarning,
-    user_stack_level,
 )
 from scarce.estimators.base import (
     MAX_LEVEL_BYTES,
@@ -394,13 +392,12 @@ class SubsetSimulation(Estimator):
             },
         )
         if out.few_chains:
-            warnings.warn(
+            warn_user(
                 f"{out.info['chains_per_level']} Markov chains a level (n_samples={cfg.n_samples} x "
                 f"level_probability={cfg.level_probability:g}), fewer than {MIN_CHAINS_PER_LEVEL}: on a run several "
                 "levels deep the reported CoV can fall short of the estimate's spread; level_probability='auto' "
                 f"keeps {MIN_CHAINS_PER_LEVEL} where n_samples >= {2 * MIN_CHAINS_PER_LEVEL}, or raise n_samples",
-                FewChainsWarning, stacklevel=user_stack_level(),
-            )
+                FewChainsWarning)
         if out.thin_evidence:
             _warn_thin(run, out.thin_evidence_reason)
         return out
@@ -431,8 +428,7 @@ def _warn_thin(run: _Run, reason: str | None) -> None:
                f"chain(s) of level {run.origin_level}, the first that held one: the estimate rests on a few lucky "
                "chains, not on a score that led the chains to the failure, and its error cannot be measured from "
                "this run")
-    warnings.warn(why + "; its interval falls back on the first level's independent draws", ThinEvidenceWarning,
-                  stacklevel=user_stack_level())
+    warn_user(why + "; its interval falls back on the first level's independent draws", ThinEvidenceWarning)
 
 
 def _stall_message(level: int, population: Population) -> str:
@@ -543,18 +539,16 @@ class _Run:
         cfg = self.config
         reason = stop_before_level(self.level_index + 1, cfg.max_levels, self.n_queries, cost, cfg.max_queries)
         if reason == "max_levels":
-            warnings.warn(f"max_levels={cfg.max_levels} reached before the failure event, the levels risen to a "
-                          f"score of {self.diagnostics[-1].threshold:.6g}: check that the score grows towards the "
-                          f"failure (larger is closer), or, for a failure rarer than level_probability**max_levels "
-                          f"= {cfg.level_probability ** cfg.max_levels:.2g}, raise max_levels",
-                          BudgetExhaustedWarning, stacklevel=user_stack_level())
+            warn_user(f"max_levels={cfg.max_levels} reached before the failure event, the levels risen to a "
+                      f"score of {self.diagnostics[-1].threshold:.6g}: check that the score grows towards the "
+                      f"failure (larger is closer), or, for a failure rarer than level_probability**max_levels "
+                      f"= {cfg.level_probability ** cfg.max_levels:.2g}, raise max_levels",
+                      BudgetExhaustedWarning)
         elif reason == "budget":
-            warnings.warn(
+            warn_user(
                 f"max_queries={cfg.max_queries} would be exceeded by level {self.level_index + 1} "
                 f"({self.n_queries} used, {cost} needed); returning a partial result",
-                BudgetExhaustedWarning,
-                stacklevel=user_stack_level(),
-            )
+                BudgetExhaustedWarning)
         return reason
 
     def levels(self) -> Iterator[tuple[LevelDiagnostics, int, bool]]:
@@ -582,8 +576,7 @@ class _Run:
                 status = "converged"
                 if choice.stalled and choice.n_above == 0:
                     status = "stalled"
-                    warnings.warn(_stall_message(self.level_index - 1, pop), StalledLevelWarning,
-                                  stacklevel=user_stack_level())
+                    warn_user(_stall_message(self.level_index - 1, pop), StalledLevelWarning)
                 else:
                     self._record_lineage(level.population, indicator, choice.probability)
                 self.outcome = self._finish(level, cumulative, status, start)
@@ -814,12 +807,10 @@ class _Run:
             self.origin, self.origin_fixed = np.arange(population.parent.size), population.n_failed() > 0
             self.origin_chains, self.origin_level = population.parent.size, self.level_index
         if stats.acceptance_rate < 0.05:
-            warnings.warn(
+            warn_user(
                 f"MCMC acceptance {stats.acceptance_rate:.3f} at level {self.level_index}: chains barely move; "
                 "the CoV accounts for it but consider a different kernel or scale",
-                LowAcceptanceWarning,
-                stacklevel=user_stack_level(),
-            )
+                LowAcceptanceWarning)
         return _Level(choice.threshold, population, stats), stats.scale
 
     def _add_level(

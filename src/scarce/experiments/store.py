@@ -29,12 +29,12 @@ import platform
 import subprocess
 import time
 import traceback
-import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from scarce._atomic import atomic_write_text, remove_stale_temporaries
+from scarce.checks import warn_user
 from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = ["CorruptResultWarning", "ResultStore", "RunDirectoryError", "check_run_dir", "config_fingerprint", "provenance"]
@@ -190,9 +190,9 @@ class ResultStore:
         #: temporary files of writes killed in an earlier run, removed on opening (see ``_atomic``)
         self.removed_temporaries = sum(remove_stale_temporaries(self.root / sub) for sub in ("", "tasks", "errors", "cache"))
         if self.removed_temporaries:
-            warnings.warn(f"run directory {str(self.root)!r}: removed {self.removed_temporaries} temporary file(s) "
-                          "left by writes an earlier run was killed in; their tasks are recomputed",
-                          CorruptResultWarning, stacklevel=2)
+            warn_user(f"run directory {str(self.root)!r}: removed {self.removed_temporaries} temporary file(s) "
+                      "left by writes an earlier run was killed in; their tasks are recomputed",
+                      CorruptResultWarning)
 
     def _check_stored(self, stored: Any, config_path: Path) -> None:
         """Refuse a damaged config.json, or one of another configuration (naming the keys)."""
@@ -250,8 +250,8 @@ class ResultStore:
         except _UNREADABLE:
             ok = False
         if not ok:
-            warnings.warn(f"result file {path} is corrupted or partial; task {key!r} will be recomputed",
-                          CorruptResultWarning, stacklevel=3)
+            warn_user(f"result file {path} is corrupted or partial; task {key!r} will be recomputed",
+                      CorruptResultWarning)
             return None
         return data
 

@@ -62,9 +62,8 @@ def _key_matches(key: str, payload: dict[str, Any]) -> bool:
     A cell stored under another key (e.g. by a sweep that wrote eta with one significant digit,
     so that ``eta=1.5e-3`` landed in the file of ``2e-3``) would be reported under a wrong name.
     """
-    import warnings
-
     from scarce.applications.llm.sweep import _cell_key
+    from scarce.checks import warn_user
     from scarce.errors import ScarceError, ScarceWarning
 
     try:
@@ -75,9 +74,9 @@ def _key_matches(key: str, payload: dict[str, Any]) -> bool:
         expected = None
     if expected == key:
         return True
-    warnings.warn(f"task file {key!r} holds the cell {expected!r}; it is left out of the report "
-                  "(delete it and rerun the sweep to compute that cell under its own key)",
-                  ScarceWarning, stacklevel=3)
+    warn_user(f"task file {key!r} holds the cell {expected!r}; it is left out of the report "
+              "(delete it and rerun the sweep to compute that cell under its own key)",
+              ScarceWarning)
     return False
 
 

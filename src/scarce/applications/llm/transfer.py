@@ -44,7 +44,7 @@ import numpy as np
 
 from scarce.applications.llm.corpus import benign_mask, check_corpus, group_mask, group_names
 from scarce.applications.llm.fleet import Fleet, check_eta, reference_probability
-from scarce.checks import check_in_interval, check_positive_int
+from scarce.checks import check_in_interval, check_positive_int, warn_user
 from scarce.errors import ScarceError, ScarceWarning, unknown_name_error
 from scarce.experiments.settings import task_seed
 from scarce.levels import check_level_sizes
@@ -150,9 +150,9 @@ def ruler_view(frame: Any, Z: np.ndarray, view: str) -> tuple[np.ndarray, str]:
     response = Z[:, Z.shape[1] // 2:]
     empty = int((~response.any(axis=1)).sum())
     if empty:  # the encoder gives a record without a response an all-zero half
-        warnings.warn(f"{empty} record(s) have no response: under view='response' the rulers see them all as "
-                      f"one point (the origin); view='conversation' keeps their prompts apart",
-                      ScarceWarning, stacklevel=3)
+        warn_user(f"{empty} record(s) have no response: under view='response' the rulers see them all as "
+                  f"one point (the origin); view='conversation' keeps their prompts apart",
+                  ScarceWarning)
     return response, "response"
 
 

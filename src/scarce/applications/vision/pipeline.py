@@ -24,6 +24,7 @@ from scarce._atomic import atomic_write_bytes, atomic_write_text
 from scarce.applications.vision.noise import make_noise
 from scarce.applications.vision.offline import HarvestedData, fit_rulers, harvest, vulnerable_seeds
 from scarce.applications.vision.problem import VisionModel
+from scarce.checks import warn_user
 from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = ["VisionContext", "build_context"]
@@ -62,8 +63,7 @@ def _load_harvest(path: Path) -> HarvestedData | None:
         with np.load(path, allow_pickle=False) as data:
             return HarvestedData(data["features"], data["failed"], data["seed_index"])
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-        warnings.warn(f"cached harvest {path} is unreadable ({error!r}); harvesting again", ScarceWarning,
-                      stacklevel=2)
+        warn_user(f"cached harvest {path} is unreadable ({error!r}); harvesting again", ScarceWarning)
         return None
 
 
@@ -85,8 +85,8 @@ def _head(preset: Any, model: VisionModel, data: HarvestedData, cache: Path) -> 
         try:
             return ProjectionHead.from_state(load_file(str(path)), config)
         except Exception as error:  # noqa: BLE001 - any damage of the cached head: train it again
-            warnings.warn(f"cached projection head {path} is unreadable ({type(error).__name__}: {error}); "
-                          "training it again", ScarceWarning, stacklevel=2)
+            warn_user(f"cached projection head {path} is unreadable ({type(error).__name__}: {error}); "
+                      "training it again", ScarceWarning)
     head = train_projection_head(data.features, data.failed, config, seed=preset.seed)
     atomic_write_bytes(path, save(head.state()))
     return head
@@ -270,8 +270,7 @@ def _pointed_surrogate(pointer: Path | None, cache: Path, config: Any, recipe: s
         if info.get("config") != config.to_dict() or info.get("n_train") != n_train:
             raise ScarceError("its network's recorded config or training-set size is not this run's")
     except (ScarceError, OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
-        warnings.warn(f"ignoring the surrogate pointer {pointer} ({exc}); rebuilding the surrogate", ScarceWarning,
-                      stacklevel=3)
+        warn_user(f"ignoring the surrogate pointer {pointer} ({exc}); rebuilding the surrogate", ScarceWarning)
         pointer.unlink(missing_ok=True)
         if isinstance(exc, _StaleNetwork) and path is not None:
             path.unlink(missing_ok=True)
