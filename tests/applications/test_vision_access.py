@@ -61,6 +61,36 @@ def test_label_oracle_gives_the_argmax_of_the_wrapped_classifier_and_no_logits()
     assert oracle.predict_labels(x).tolist() == cnn.logits_and_features(x)[0].argmax(1).tolist()
 
 
+class _NormedNet(torch.nn.Module):
+    """A classifier whose answers depend on its mode: batch norm and dropout."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.hidden = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 8), torch.nn.BatchNorm1d(8),
+                                          torch.nn.Dropout(0.5))
+        self.out = torch.nn.Linear(8, 10)
+
+    def logits_and_features(self, x):
+        features = self.hidden(x)
+        return self.out(features), features
+
+
+def test_label_oracle_answers_in_eval_mode_and_gives_each_module_its_own_mode_back():
+    net = _NormedNet().train()
+    net.hidden[2].eval()  # a frozen batch norm inside a network in training
+    with torch.no_grad():
+        net.hidden[2].running_var.fill_(2.0)
+    modes = [m.training for m in net.modules()]
+    x = torch.rand((6, 1, 28, 28))
+    answers = [LabelOracle(net).predict_labels(x).tolist() for _ in range(3)]
+    assert [m.training for m in net.modules()] == modes
+    assert net.hidden[2].running_var.tolist() == [2.0] * 8  # the statistics were not updated
+    with torch.no_grad():
+        expected = net.eval().logits_and_features(x)[0].argmax(1).tolist()
+    assert answers == [expected] * 3  # dropout off: the same answer each time
+
+
 def test_margin_methods_are_refused_without_logits():
     from scarce.applications.vision.methods import MethodSettings, run_method
 

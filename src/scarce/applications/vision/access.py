@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from scarce.applications.vision.problem import ForwardOutputs, ForwardTimer, VisionModel
+from scarce.applications.vision.problem import ForwardOutputs, ForwardTimer, VisionModel, modes_kept
 from scarce.errors import ScarceError
 from scarce.seeding import SeedLike
 
@@ -62,11 +62,16 @@ class LabelOracle:
         return self
 
     def predict_labels(self, x: Any) -> Any:
-        """Labels of a batch of images (a torch tensor of shape (n, 1, 28, 28))."""
+        """Labels of a batch of images (a torch tensor of shape (n, 1, 28, 28)).
+
+        The classifier answers in eval mode, and each of its modules gets its own train or eval
+        flag back after the call (:func:`~scarce.applications.vision.problem.modes_kept`).
+        """
         import torch
 
-        self._classifier.eval()
-        with torch.inference_mode():
+        with modes_kept(self._classifier), torch.inference_mode():
+            if callable(getattr(self._classifier, "eval", None)):
+                self._classifier.eval()
             logits, _ = self._classifier.logits_and_features(x)
         return logits.argmax(dim=1)
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from scarce.applications.vision.events import make_event
 from scarce.applications.vision.noise import CustomNoise, make_noise
-from scarce.applications.vision.problem import VisionModel, check_noise, perturbation_problem
+from scarce.applications.vision.problem import VisionModel, check_noise, modes_kept, perturbation_problem
 from scarce.checks import as_real_array, check_in_interval, check_labels, check_positive_int, check_shape, is_real
 from scarce.errors import ScarceError, ScarceWarning, show
 from scarce.estimators import SubsetSimulation
@@ -64,24 +64,12 @@ def _user_module(owner: Any) -> Any:
 
 
 def _keeps_modes(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` that leaves ``model``'s and ``target``'s modules in the train or eval mode they came in.
-
-    The engine queries a model in eval mode (dropout off, batch-norm statistics fixed), and a
-    caller measuring a network during training would otherwise carry on training it with those
-    switched off. Each submodule's own flag is put back, so a mix (a frozen batch-norm inside a
-    model in training) stays as it was.
-    """
+    """``function`` that leaves ``model``'s and ``target``'s modules in the train or eval mode they came in
+    (:func:`~scarce.applications.vision.problem.modes_kept`)."""
     @functools.wraps(function)
     def kept(model: Any, *args: Any, **kwargs: Any) -> Any:
-        owners = [_user_module(owner) for owner in (model, kwargs.get("target"))]
-        modules = [m for owner in owners if callable(getattr(owner, "modules", None))
-                   for m in owner.modules() if isinstance(getattr(m, "training", None), bool)]
-        modes = [m.training for m in modules]
-        try:
+        with modes_kept(*(_user_module(owner) for owner in (model, kwargs.get("target")))):
             return function(model, *args, **kwargs)
-        finally:
-            for module, mode in zip(modules, modes):
-                module.training = mode
 
     return kept
 

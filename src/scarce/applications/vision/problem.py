@@ -18,9 +18,10 @@ Concepts: "The exact terminal event").
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,7 +31,26 @@ from scarce.checks import check_positive_int, is_real
 from scarce.errors import ScarceError, show
 from scarce.problem import MAX_DIM, RareEventProblem
 
-__all__ = ["ForwardOutputs", "VisionModel", "check_noise", "margin", "perturbation_problem"]
+__all__ = ["ForwardOutputs", "VisionModel", "check_noise", "margin", "modes_kept", "perturbation_problem"]
+
+
+@contextlib.contextmanager
+def modes_kept(*owners: Any) -> Iterator[None]:
+    """Put back, after the block, the train or eval flag of every module inside ``owners``.
+
+    The engine queries a model in eval mode (dropout off, batch-norm statistics fixed); a caller
+    measuring a network during training would otherwise carry on training it with those switched
+    off. Each submodule's own flag is restored, so a mix (a frozen batch-norm inside a model in
+    training) stays as it was. Owners without ``modules()`` (plain functions, None) are skipped.
+    """
+    modules = [m for owner in owners if callable(getattr(owner, "modules", None))
+               for m in owner.modules() if isinstance(getattr(m, "training", None), bool)]
+    modes = [m.training for m in modules]
+    try:
+        yield
+    finally:
+        for module, mode in zip(modules, modes):
+            module.training = mode
 
 
 @dataclass(frozen=True)
