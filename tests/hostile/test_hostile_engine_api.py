@@ -307,7 +307,7 @@ def _changed(kernel, **settings):
 
 
 @pytest.mark.parametrize("kernel, message", [
-    (_changed(make_kernel("acs"), initial_scale=-0.5), r"ConditionalSampling.initial_scale must be in \(0, 1e\+06\]"),
+    (_changed(make_kernel("acs"), initial_scale=-0.5), r"ConditionalSampling.initial_scale must be in \[0.0001, 1e\+06\]"),
     (_changed(make_kernel("acs"), initial_scale=math.nan), "ConditionalSampling.initial_scale must be a finite"),
     (_changed(make_kernel("acs"), initial_scale="0.5"), "ConditionalSampling.initial_scale must be a number"),
     (_changed(make_kernel("mma"), initial_scale=math.inf), "ModifiedMetropolis.initial_scale must be a finite"),

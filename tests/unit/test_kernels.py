@@ -22,6 +22,10 @@ def test_make_kernel_did_you_mean():
         (lambda: ConditionalSampling(target_acceptance=1.5), "target_acceptance"),
         (lambda: ModifiedMetropolis(proposal="cauchy"), "proposal"),
         (lambda: ModifiedMetropolis(initial_scale=-1), "initial_scale"),
+        # a first step of 1e-300 was taken: the chains stayed at their seeds and the run reported an
+        # estimate a fifth of the truth with no flag
+        (lambda: ConditionalSampling(initial_scale=1e-300), r"initial_scale must be in \[0.0001, .*leaves the chains"),
+        (lambda: ModifiedMetropolis(initial_scale=5e-5), r"initial_scale must be in \[0.0001"),
     ],
 )
 def test_kernel_parameters_are_validated(factory, match):

@@ -29,6 +29,22 @@ import numpy as np
 
 #: Largest ``initial_scale`` a kernel takes (its constructor and :meth:`Kernel.check_settings` check it).
 MAX_INITIAL_SCALE = 1e6
+#: Smallest ``initial_scale`` a kernel takes: a first step of a ten-thousandth of the level's spread
+#: leaves the chains where they started, and the adaptation needs more steps than a level has to
+#: recover, so the run's samples would be copies of their seeds under a CoV that cannot see it.
+MIN_INITIAL_SCALE = 1e-4
+
+
+def check_initial_scale(name: str, value: object) -> float:
+    """``value`` as a float in ``[MIN_INITIAL_SCALE, MAX_INITIAL_SCALE]``, or an error naming ``name`` and why."""
+    from scarce.checks import check_in_interval
+    from scarce.errors import ScarceError
+
+    try:
+        return check_in_interval(name, value, MIN_INITIAL_SCALE, MAX_INITIAL_SCALE, low_open=False)
+    except ScarceError as error:
+        raise ScarceError(f"{error} (a smaller first step leaves the chains at their seeds, and the run's CoV "
+                          "cannot see it)") from None
 
 
 @dataclass(frozen=True)
@@ -169,13 +185,13 @@ class Kernel(ABC):
         """Check the settings again, as the estimators do before a run: an attribute set after construction counts.
 
         A :class:`~scarce.errors.ScarceError` names the attribute, its value and what is allowed:
-        ``initial_scale`` in (0, :data:`MAX_INITIAL_SCALE`], ``target_acceptance`` in (0, 1), ``adapt`` and
+        ``initial_scale`` in [:data:`MIN_INITIAL_SCALE`, :data:`MAX_INITIAL_SCALE`], ``target_acceptance`` in (0, 1), ``adapt`` and
         ``always_moves`` True or False. A kernel with settings of its own extends this.
         """
         from scarce.checks import check_flag, check_in_interval
 
         name = type(self).__name__
-        check_in_interval(f"{name}.initial_scale", self.initial_scale, 0.0, MAX_INITIAL_SCALE)
+        check_initial_scale(f"{name}.initial_scale", self.initial_scale)
         check_in_interval(f"{name}.target_acceptance", self.target_acceptance, 0.0, 1.0, high_open=True)
         check_flag(f"{name}.adapt", self.adapt)
         check_flag(f"{name}.always_moves", self.always_moves)

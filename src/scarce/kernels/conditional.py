@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from scarce.checks import check_choice, check_flag, check_in_interval
-from scarce.kernels.base import MAX_INITIAL_SCALE, Kernel, KernelParams
+from scarce.kernels.base import Kernel, KernelParams, check_initial_scale
 from scarce.normals import standard_normal
 
 _SPREADS = ("unit", "seeds")
@@ -64,7 +64,7 @@ class ConditionalSampling(Kernel):
         self, initial_scale: float = 0.6, target_acceptance: float = 0.35, adapt: bool = True, spread: str = "unit"
     ) -> None:
         self.spread = check_choice("spread", spread, _SPREADS)
-        self.initial_scale = check_in_interval("initial_scale", initial_scale, 0.0, MAX_INITIAL_SCALE)
+        self.initial_scale = check_initial_scale("initial_scale", initial_scale)
         self.target_acceptance = check_in_interval("target_acceptance", target_acceptance, 0.0, 1.0, high_open=True)
         self.adapt = check_flag("adapt", adapt)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from scarce.checks import check_choice, check_flag, check_in_interval
-from scarce.kernels.base import MAX_INITIAL_SCALE, Kernel, KernelParams
+from scarce.kernels.base import Kernel, KernelParams, check_initial_scale
 
 _PROPOSALS = ("uniform", "normal")
 
@@ -48,7 +48,7 @@ class ModifiedMetropolis(Kernel):
         target_acceptance: float = 0.3,
     ) -> None:
         self.proposal = check_choice("proposal", proposal, _PROPOSALS)
-        self.initial_scale = check_in_interval("initial_scale", initial_scale, 0.0, MAX_INITIAL_SCALE)
+        self.initial_scale = check_initial_scale("initial_scale", initial_scale)
         self.adapt = check_flag("adapt", adapt)
         self.target_acceptance = check_in_interval("target_acceptance", target_acceptance, 0.0, 1.0, high_open=True)
 
