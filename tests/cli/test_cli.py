@@ -128,3 +128,17 @@ def test_a_missing_extra_is_named_instead_of_a_traceback(tmp_path, argv, blocked
     assert f"needs the '{extra}' extra (the module '{blocked}' is not installed): pip install 'scarce[{extra}]'" \
         in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_stage_progress_off_a_terminal_prints_a_line_a_tenth_to_stderr(capsys):
+    from scarce.cli.common import stage_progress
+
+    # under pytest's capture stdout is no terminal: a live bar would show nothing until the end
+    with stage_progress() as progress:
+        for done in range(1, 41):
+            progress("harvest", done, 40, "done" if done == 40 else f"task {done}")
+        progress("fit", 0, 0, "done")
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and lines[0] == "harvest: 1/40 task 1" and lines[1] == "harvest: 4/40 task 4"
+    assert lines[-2:] == ["harvest: 40/40 done", "fit: 0/0 done"] and len(lines) == 12

@@ -109,24 +109,43 @@ def show_estimate(result, caught, *, json_output: bool, confidence: float, delta
 
 
 class stage_progress:
-    """A rich progress bar per stage of a run: ``progress(stage, done, total, label)``."""
+    """A rich progress bar per stage of a run: ``progress(stage, done, total, label)``.
+
+    Off a terminal (a CI log, ``| tee``) a live bar draws nothing until the run ends, so there
+    each stage prints a plain line to stderr instead: at its first unit, at every tenth of its
+    total and when it completes.
+    """
 
     def __enter__(self):  # type: ignore[no-untyped-def]
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), transient=False)
-        self.progress.__enter__()
+        self.live = Console().is_terminal
+        if self.live:
+            self.progress.__enter__()
         self.tasks: dict[str, object] = {}
+        self.shown: dict[str, int] = {}  # off a terminal: the last tenth printed of each stage
         return self
 
     def __call__(self, stage: str, done: int, total: int, label: str) -> None:
+        if not self.live:
+            self._line(stage, done, total, label)
+            return
         if stage not in self.tasks:
             self.tasks[stage] = self.progress.add_task(stage, total=total)
         self.progress.update(self.tasks[stage], completed=done, description=f"{stage}: {label}")
 
+    def _line(self, stage: str, done: int, total: int, label: str) -> None:
+        tenth = 10 * done // total if total > 0 else 10
+        if stage in self.shown and tenth <= self.shown[stage]:
+            return
+        self.shown[stage] = tenth
+        typer.echo(f"{stage}: {done}/{total} {label}", err=True)
+
     def __exit__(self, *exc):  # type: ignore[no-untyped-def]
-        return self.progress.__exit__(*exc)
+        return self.progress.__exit__(*exc) if self.live else None
 
 
 class level_progress:
