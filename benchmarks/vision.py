@@ -276,6 +276,10 @@ def _add_seed_options(parser: argparse.ArgumentParser) -> None:
                              "--truth-samples counts) instead of choosing seeds; the options that choose them "
                              "(--seeds, --first-seed, --max-p, --min-failures, --smc-samples, --truth-samples) are "
                              "refused beside it")
+    parser.add_argument("--truth-classifier", default=None, metavar="DIGEST",
+                        help="with --truths: the weights digest (its first 12 or more hex digits) of the classifier "
+                             "the truths were counted on; a run directory whose classifier has other weights (trained "
+                             "on another processor, say) is refused instead of being measured against them")
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -323,6 +327,11 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         if choosing:
             parser.error(f"--truths hands in the seeds and their truths; {', '.join(choosing)} would choose them: "
                          "leave them out")
+    digest = args.truth_classifier
+    if digest is not None and (args.given is None or len(digest) < 12
+                               or any(c not in "0123456789abcdef" for c in digest.lower())):
+        parser.error(f"--truth-classifier takes the first 12 or more hex digits of a weights digest, beside --truths; "
+                     f"got {digest!r}" + ("" if args.given is not None else " without --truths"))
     if args.reps < 2:
         parser.error(f"--reps must be at least 2 (a seed's CoV is measured across its runs), got {args.reps}")
     if args.truth_samples and args.truth_samples < args.smc_samples:
@@ -556,8 +565,13 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
     warnings.simplefilter("ignore", ScarceWarning)
     preset = get_preset(args.preset, **preset_overrides)
     context = build_context(preset, args.run_dir, data_dir=args.data_dir, log=lambda *_: None, device=args.device)
+    weights = context.info["classifier_sha256"]
     print(f"device {context.model.device}; data {context.info['data']}; classifier test accuracy "
-          f"{context.info['test_accuracy']:.4f}; repetitions {args.first_rep}-{args.first_rep + args.reps - 1}")
+          f"{context.info['test_accuracy']:.4f}, weights {weights[:16]}; repetitions "
+          f"{args.first_rep}-{args.first_rep + args.reps - 1}")
+    if args.truth_classifier and not weights.startswith(args.truth_classifier.lower()):
+        raise SystemExit(f"--truths were counted on the classifier {args.truth_classifier}, and {args.run_dir}'s has "
+                         f"the weights {weights[:16]}: count the truths on this one (--truth-samples)")
     run = VisionRun(preset, Path(args.run_dir), context)
     frame = result_rows(run.store)
     rulers = _choose_rulers(args.rulers, frame)
@@ -577,7 +591,7 @@ def _measure(args: argparse.Namespace, preset_overrides: dict) -> None:
         row, trust = _run_over_seeds(args, context, settings, clock, method, chosen, dense, per_seed_ratio)
         honesty.append(trust)
         if args.dump:
-            _dump_records(args.dump, trust)
+            _dump_records(args.dump, trust, weights[:16])
         rows.append(row)
     _print_accuracy(rows, per_seed_ratio, chosen, dense)
     _print_honesty(honesty, args.reps, len(chosen))
@@ -651,12 +665,14 @@ def _run_over_seeds(args: argparse.Namespace, context, settings, clock: _Clock, 
     return row, trust
 
 
-def _dump_records(path: str, trust: _Honesty) -> None:
-    """Append a method's runs (estimate, interval, flags) to the ``--dump`` file, one JSON line each."""
+def _dump_records(path: str, trust: _Honesty, classifier: str) -> None:
+    """Append a method's runs (estimate, interval, flags) to the ``--dump`` file, one JSON line each,
+    with the classifier's weights digest (the truths hold for that classifier only)."""
     import json
 
     with open(path, "a", encoding="utf-8") as out:
-        out.writelines(json.dumps(record, default=float) + "\n" for record in trust.records)
+        out.writelines(json.dumps({**record, "classifier": classifier}, default=float) + "\n"
+                       for record in trust.records)
 
 
 def _print_accuracy(rows: list[_Row], per_seed_ratio: dict[str, list[float]], chosen: list[int],

@@ -46,16 +46,19 @@ from collections import defaultdict
 
 import numpy as np
 from scipy.stats import binomtest
-from vision import _Honesty, reported_and_observed_cov
+from vision import _Honesty, _parse_truths, reported_and_observed_cov
 
 
-def read_runs(spec: list[str]) -> dict[tuple[str, str], list[dict]]:
+def read_runs(spec: list[str], truths: dict[int, float] | None = None) -> dict[tuple[str, str], list[dict]]:
     """The runs of every ``LABEL=FILE[,FILE...]``, keyed by (label, method); each distinct run once.
 
     Every ``vision.py`` command dumps its baseline too, so commands that shared repetitions hold
     the same baseline runs: a record equal to one already read (the same seed and run seed, the
     same numbers) is one run and is kept once. Two different records under one seed and run
-    seed, or a file named twice under one label, are refused.
+    seed, or a file named twice under one label, are refused, and so is a label whose runs name
+    two classifiers (the dumps' weights digests): a seed's truth holds for one classifier. With
+    ``truths``, those seeds' runs are scored against them instead of the truth they were dumped with
+    (truths recounted on the run directory's classifier, say).
     """
     runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
     seen: dict[tuple[str, str, int, object], dict] = {}
@@ -75,13 +78,19 @@ def read_runs(spec: list[str]) -> dict[tuple[str, str], list[dict]]:
                                          f"{key[3]} is already pooled with other numbers; pool runs of one engine only")
                     continue
                 seen[key] = record
+                if truths is not None and record["seed"] in truths:
+                    record = {**record, "truth": truths[record["seed"]]}
                 runs[(label, record["method"])].append(record)
     for (label, method), records in runs.items():
-        truths: dict[int, set[float]] = defaultdict(set)
+        seed_truths: dict[int, set[float]] = defaultdict(set)
         for r in records:
-            truths[r["seed"]].add(r["truth"])
-        if any(len(t) > 1 for t in truths.values()):
+            seed_truths[r["seed"]].add(r["truth"])
+        if any(len(t) > 1 for t in seed_truths.values()):
             raise SystemExit(f"{label} {method!r}: the dumps give one seed two truths; pool runs of one problem only")
+        classifiers = {r["classifier"] for r in records if "classifier" in r}
+        if len(classifiers) > 1:
+            raise SystemExit(f"{label} {method!r}: the dumps ran on {len(classifiers)} classifiers "
+                             f"({', '.join(sorted(classifiers))}); pool runs of one classifier only")
     return runs
 
 
@@ -139,10 +148,13 @@ def main() -> None:
     parser.add_argument("--baseline", required=True, metavar="LABEL:METHOD",
                         help="the label and method name every ratio divides by, e.g. 0.35:'Margin SS'")
     parser.add_argument("--draws", type=int, default=1000, help="bootstrap draws for each ratio's interval")
+    parser.add_argument("--truths", default=None, metavar="SEED=P,...",
+                        help="score these seeds' runs against these truths instead of the dumped ones (vision.py's "
+                             "--truths form)")
     args = parser.parse_args()
     if args.draws < 1:
         parser.error(f"--draws must be a positive integer, got {args.draws}")
-    records = read_runs(args.runs)
+    records = read_runs(args.runs, None if args.truths is None else _parse_truths(parser, args.truths))
     runs = {key: _Runs(rows) for key, rows in records.items()}
     base_key = tuple(args.baseline.split(":", 1))
     if base_key not in runs:

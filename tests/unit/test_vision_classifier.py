@@ -20,6 +20,7 @@ from scarce.applications.vision.classifier import (
     predict_logits,
     save_classifier,
     train_classifier,
+    weights_digest,
 )
 from scarce.datasets import EMBEDDED_SOURCE, load_mnist
 from scarce.errors import ScarceError, ScarceWarning
@@ -47,6 +48,19 @@ def test_trains_well_above_chance(digits):
     info = model.training_info
     assert info["n_train"] == 500 and info["epochs_run"] == 3 and info["steps"] == 3 * 16
     assert info["config"] == config.to_dict() and 0.6 < info["train_accuracy"] <= 1.0
+
+
+def test_training_records_the_weights_digest_and_the_processor(digits, tmp_path):
+    x, y = digits[0][:96], digits[1][:96]
+    model = train_classifier(x, y, TINY, cache_dir=tmp_path)
+    info = model.training_info
+    assert info["weights_sha256"] == weights_digest(model) and len(info["weights_sha256"]) == 64
+    assert isinstance(info["processor"], str) and info["processor"]
+    cached = train_classifier(x, y, TINY, cache_dir=tmp_path)  # from the cache: the same weights, the same digest
+    assert cached.from_cache and weights_digest(cached) == info["weights_sha256"] == cached.training_info["weights_sha256"]
+    with torch.no_grad():
+        cached.fc2.bias[0] += 1e-7  # one weight's last bits: another model
+    assert weights_digest(cached) != info["weights_sha256"]
 
 
 def test_same_config_gives_identical_weights_and_leaves_global_state_alone(digits):

@@ -2,10 +2,14 @@
 
 The classifier maps images ``x`` in [0, 1]^(28x28) to 10 logits; its penultimate layer
 (``features``) is the embedding ``z = f_theta(x)`` that rulers score. Training is reproducible
-bit for bit on CPU for a given torch build and thread count: parameters are initialised and
-batches shuffled from an explicit ``torch.Generator`` seeded by ``ClassifierConfig.seed``, and
-deterministic algorithms are switched on for the duration of training only. No global RNG is
-seeded or consumed.
+bit for bit on CPU for a given torch build, thread count and processor: parameters are
+initialised and batches shuffled from an explicit ``torch.Generator`` seeded by
+``ClassifierConfig.seed``, and deterministic algorithms are switched on for the duration of
+training only. No global RNG is seeded or consumed. Another processor may run other vector
+kernels, whose last bits differ, and hundreds of SGD steps carry them apart into other weights
+(as accurate, but failing on other inputs): the trained weights' digest
+(:func:`weights_digest`) and the processor are recorded, so that a figure measured against one
+model is not checked against another.
 
 A trained model is cached as ``<fingerprint>.safetensors`` (weights, architecture and config in its
 metadata) plus ``<fingerprint>.json`` (config, training accuracy, timings, versions); the
@@ -40,9 +44,8 @@ import torch.nn.functional as F
 from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
-from scarce.checks import warn_user
 from scarce._atomic import atomic_write_bytes
-from scarce.checks import check_positive_int
+from scarce.checks import check_positive_int, warn_user
 from scarce.errors import ScarceError, ScarceWarning
 
 __all__ = [
@@ -53,8 +56,10 @@ __all__ = [
     "load_classifier",
     "predict_features",
     "predict_logits",
+    "processor_name",
     "save_classifier",
     "train_classifier",
+    "weights_digest",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -186,7 +191,8 @@ class SmallCNN(nn.Module):
     from_cache : bool
         True when :func:`train_classifier` loaded the model from its cache instead of training.
     training_info : dict
-        What training recorded (config, training accuracy, seconds, versions); empty if untrained.
+        What training recorded (config, training accuracy, seconds, versions, the weights'
+        digest and the processor); empty if untrained.
     """
 
     def __init__(self, conv1_channels: int = 32, conv2_channels: int = 64, hidden: int = 128,
@@ -573,8 +579,39 @@ def _fit(x: torch.Tensor, y: torch.Tensor, config: ClassifierConfig,
         "train_seconds": round(seconds, 3),
         "torch_version": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "processor": processor_name(),
+        "weights_sha256": weights_digest(model),
     }
     return model, info
+
+
+def weights_digest(model: nn.Module) -> str:
+    """sha256 of a module's parameters and buffers: their names, dtypes, shapes and bytes, in name order.
+
+    Two models with the same digest answer every input alike on one device; the cache key
+    (:meth:`ClassifierConfig.fingerprint`) names what a model was trained from, this names what
+    training produced.
+    """
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        array = tensor.detach().cpu().contiguous().numpy()
+        digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def processor_name() -> str:
+    """The processor's model name (Linux's ``/proc/cpuinfo``), else what :mod:`platform` knows."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def _fit_on_training_threads(x: torch.Tensor, y: torch.Tensor, config: ClassifierConfig,
@@ -615,10 +652,13 @@ def train_classifier(images: ArrayLike, labels: ArrayLike, config: ClassifierCon
 
     Notes
     -----
-    The same config and data give bit-identical weights on the same torch build, on any machine:
-    training runs on :data:`TRAINING_THREADS` intra-op threads whatever the machine has (a
-    parallel reduction sums in a thread-count-dependent order, and two threads give other last
-    bits than one, from which every later number diverges).
+    The same config and data give bit-identical weights on the same torch build and processor,
+    whatever the machine's core count: training runs on :data:`TRAINING_THREADS` intra-op
+    threads (a parallel reduction sums in a thread-count-dependent order, and two threads give
+    other last bits than one, from which every later number diverges). Another processor kind
+    may take other vector kernels and so train other weights; ``training_info`` records the
+    processor and the weights' digest (:func:`weights_digest`), and a model loaded from the
+    cache is the one trained where the cache was made.
     Deterministic algorithms are enabled only while training, so this is not thread-safe with
     other code toggling ``torch.use_deterministic_algorithms``.
     """

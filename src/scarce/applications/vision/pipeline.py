@@ -344,7 +344,7 @@ def build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None = No
 
 def _build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None, log: Any,
                    device: str) -> VisionContext:
-    from scarce.applications.vision.classifier import ClassifierConfig, accuracy, train_classifier
+    from scarce.applications.vision.classifier import ClassifierConfig, accuracy, train_classifier, weights_digest
     from scarce.datasets import load_mnist
 
     cache = Path(run_dir) / "cache"
@@ -387,7 +387,7 @@ def _build_context(preset: Any, run_dir: str | Path, *, data_dir: str | None, lo
             "harvest_failures": data.n_failures, "embedding": preset.embedding, "conditioning": preset.conditioning,
             "ruler_auc_train": auc, "ruler_auc_heldout": held.get("rulers", {}),
             "ruler_auc_heldout_pooled": held.get("pooled", {}), "device": model.device,
-            "access": model.access}
+            "access": model.access, "classifier_sha256": weights_digest(classifier)}
     if surrogate is not None:
         info["surrogate_test_accuracy"] = accuracy(surrogate, splits.test_images, splits.test_labels)
         info["surrogate_queries"] = preset.surrogate_queries
