@@ -653,12 +653,10 @@ def train_classifier(images: ArrayLike, labels: ArrayLike, config: ClassifierCon
     Notes
     -----
     The same config and data give bit-identical weights on the same torch build and processor,
-    whatever the machine's core count: training runs on :data:`TRAINING_THREADS` intra-op
-    threads (a parallel reduction sums in a thread-count-dependent order, and two threads give
-    other last bits than one, from which every later number diverges). Another processor kind
-    may take other vector kernels and so train other weights; ``training_info`` records the
-    processor and the weights' digest (:func:`weights_digest`), and a model loaded from the
-    cache is the one trained where the cache was made.
+    whatever the core count: training runs on :data:`TRAINING_THREADS` intra-op threads (two
+    threads sum in another order, and every later number diverges from those last bits).
+    Another processor may take other vector kernels and train other weights; ``training_info``
+    records the processor and the weights' digest (:func:`weights_digest`).
     Deterministic algorithms are enabled only while training, so this is not thread-safe with
     other code toggling ``torch.use_deterministic_algorithms``.
     """
