@@ -82,7 +82,7 @@ def adaptive_levels():
     The run still stops by the fixed ``p0``'s failure count, and no candidate may give fewer
     seeds than that count (its boundary could otherwise fail on fewer failures)."""
     from scarce.estimators import subset
-    from scarce.levels import next_threshold
+    from scarce.levels import n_seeds_target, next_threshold
 
     fixed = subset._Run._choose_level
 
@@ -90,6 +90,9 @@ def adaptive_levels():
         choice = fixed(run, pop, min_failures)
         if choice.is_failure_level or choice.stalled:
             return choice
+        failed = int(np.count_nonzero(np.isposinf(np.where(pop.mask, pop.score, 0.0))))
+        if failed >= min_failures:  # the engine refused an early stop: the classic rule alone, as it did
+            min_failures = n_seeds_target(run.n_samples, run.config.level_probability) + 1
         p = adaptive_level_probability(pop.score, pop.key, pop.mask, max(MIN_SEEDS, min_failures))
         return next_threshold(pop.flat_scores(), p, min_failures, keys=pop.flat_keys())
 

@@ -182,3 +182,17 @@ def test_the_level_rule_is_unbiased_under_exact_resampling_even_with_few_samples
 def test_membership_at_a_keyed_boundary_needs_the_keys():
     with pytest.raises(ValueError, match="key: the level's boundary key is 0.5"):
         in_level(np.array([1.0, 2.0]), None, 2.0, 0.5)
+
+
+def test_stop_factor_one_stays_the_classic_rule_at_exactly_p0_n_failures():
+    # seed 0 ends with 100 = p0 N failures under chains of gamma 2.6: the classic rule stops there,
+    # and the effective-draw check must not add a level (it did: 4,900 queries instead of 3,900)
+    import warnings
+
+    from scarce import SubsetSimulation
+    from scarce.problems import linear
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = SubsetSimulation(n_samples=1000, stop_factor=1.0).estimate(linear(dim=10, probability=1e-4), seed=0)
+    assert result.n_queries == 3900 and result.levels[-1].n_failed == 100

@@ -32,8 +32,9 @@ draws: failures along Markov chains cluster (a chain that enters the failure set
 and a score that orders the failures only partly leaves them in a few lineages), and a clustered
 count can reach the bar on a level whose failure probability is far below it, which then ends
 the run on an estimate several times the truth. An early stop therefore needs
-``n_failed / (1 + gamma) >= 50``, ``gamma`` the chains' Au-Beck factor of the failure indicator
-(:func:`scarce.levels.early_stop_allowed`); the classic rule's stop is unchanged.
+``n_failed / (1 + max(gamma, 0)) >= min(p0 N, 50)``, ``gamma`` the chains' Au-Beck factor of the
+failure indicator (:func:`scarce.levels.early_stop_allowed`); a level with ``p0 N`` failures or more
+stops as in the classic rule.
 
 Which samples a level counts (``count_seeds``). A level's ``p0 N`` seeds are its chains'
 starting points. Au and Beck count each seed as its chain's first state (``N - p0 N`` model
@@ -651,9 +652,9 @@ class _Run:
     def _choose_level(self, pop: Population, min_failures: int) -> ThresholdChoice:
         """The next level of ``pop``: the rule of :func:`scarce.levels.next_threshold` at ``p0``.
 
-        An early stop (at least ``min_failures`` failures but not the classic ``m + 1``) needs
-        that many failures in effective draws along the chains
-        (:func:`scarce.levels.early_stop_allowed`); without them the level is an ordinary one,
+        An early stop (at least ``min_failures`` failures but fewer than ``m = p0 N``, so that
+        ``stop_factor = 1`` stays the classic rule) needs ``min(m, 50)`` failures in effective
+        draws along the chains (:func:`scarce.levels.early_stop_allowed`); without them the level is an ordinary one,
         unless every sample that did not fail shares one score: no boundary can then rise, and
         the failures' fraction is the last factor either way (refusing the stop would only
         mark the level stalled). One seam for the level rule: the splitting benchmark replaces
@@ -663,7 +664,7 @@ class _Run:
         scores, p0 = pop.flat_scores(), self.config.level_probability
         failed = np.isposinf(np.where(pop.mask, pop.score, 0.0))
         n_failed, m = int(np.count_nonzero(failed)), n_seeds_target(self.n_samples, p0)
-        if min_failures <= n_failed <= m < scores.size:
+        if min_failures <= n_failed < m < scores.size:  # m failures or more: the classic rule's stop
             finite = scores[~np.isposinf(scores)]
             if finite.min() < finite.max() and not early_stop_allowed(
                     n_failed, chain_correlation_factor(failed, pop.mask), self.n_samples, p0):
