@@ -219,8 +219,8 @@ def early_stop_allowed(n_failed: int, correlation_factor: float, n_samples: int,
     ``stop_factor m`` failures by chance, and a run that stops there returns an estimate several
     times the truth with an interval that does not reach it. So the count an early stop needs is
     in effective draws, Kish's ``n_failed / (1 + gamma)``: at least
-    :data:`EARLY_STOP_MIN_FAILURES` (or ``m`` where that is smaller). The classic rule is not
-    affected.
+    :data:`EARLY_STOP_MIN_FAILURES` (or ``m`` where that is smaller). The engine asks it below ``m``
+    failures only: at ``m`` or more the run stops as under the classic rule.
 
     >>> early_stop_allowed(120, 1.0, 2000, 0.1), early_stop_allowed(120, 2.0, 2000, 0.1)
     (True, False)

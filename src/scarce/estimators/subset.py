@@ -222,7 +222,7 @@ class SubsetSimulation(Estimator):
         In (0, 1]. The run ends at the first level at which at least
         ``stop_factor * p0 * N`` samples have failed, and never fewer than 50 (or
         ``p0 * N`` where that is smaller: a stop at a handful of failures selects the
-        populations whose count came out high) in effective draws along the chains
+        populations whose count came out high) in effective draws along the chains below ``p0 * N`` failures
         (:func:`scarce.levels.early_stop_allowed`); their fraction is the last factor of
         the estimate. 1 is the classic rule; the default 0.5 saves a level of model
         calls in some runs (module notes).

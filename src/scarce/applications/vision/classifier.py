@@ -616,7 +616,7 @@ def processor_name() -> str:
 
 def _fit_on_training_threads(x: torch.Tensor, y: torch.Tensor, config: ClassifierConfig,
                              progress: bool) -> tuple[SmallCNN, dict[str, Any]]:
-    """:func:`_fit` on :data:`TRAINING_THREADS` intra-op threads (the same weights on any machine)."""
+    """:func:`_fit` on :data:`TRAINING_THREADS` intra-op threads (the same weights on any core count)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(TRAINING_THREADS)
     try:
