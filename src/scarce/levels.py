@@ -208,7 +208,8 @@ EARLY_STOP_MIN_FAILURES = 50
 
 def early_stop_allowed(n_failed: int, correlation_factor: float, n_samples: int, level_probability: float) -> bool:
     """Whether ``n_failed`` failures along chains whose failure indicator has the Au-Beck factor
-    ``gamma`` are enough to end a run before the classic rule (``m + 1`` failures) would.
+    ``gamma`` are enough to end a run before the classic rule (``m`` failures, Au and Beck's
+    ``N p0``: :func:`failures_to_stop` at ``stop_factor=1``) would.
 
     Ending a run when its count of failures reaches a bar selects the populations whose count
     came out high, and the bar keeps that selection small only if the count varies as a count
@@ -220,11 +221,15 @@ def early_stop_allowed(n_failed: int, correlation_factor: float, n_samples: int,
     times the truth with an interval that does not reach it. So the count an early stop needs is
     in effective draws, Kish's ``n_failed / (1 + gamma)``: at least
     :data:`EARLY_STOP_MIN_FAILURES` (or ``m`` where that is smaller). The engine asks it below ``m``
-    failures only: at ``m`` or more the run stops as under the classic rule.
+    failures only: at ``m`` or more the run stops as under the classic rule. A negative factor
+    (chains that alternate) counts as 0, and one that is not a number (a level too short to
+    measure it) refuses the stop: the classic rule needs no factor.
 
     >>> early_stop_allowed(120, 1.0, 2000, 0.1), early_stop_allowed(120, 2.0, 2000, 0.1)
     (True, False)
     """
+    if math.isnan(correlation_factor):
+        return False
     bar = min(n_seeds_target(n_samples, level_probability), EARLY_STOP_MIN_FAILURES)
     return n_failed / (1.0 + max(correlation_factor, 0.0)) >= bar
 

@@ -136,7 +136,9 @@ def test_an_early_stop_needs_fifty_failures_or_the_classic_count(n, p0, factor, 
     (120, 1.0, 2000, 0.1, True),    # 60 effective draws
     (120, 2.0, 2000, 0.1, False),   # 40: clustered along the chains
     (150, 2.0, 2000, 0.1, True),    # exactly 50
-    (50, -0.3, 1000, 0.1, True),    # a negative factor (anti-correlated chains) counts as none
+    (50, -0.3, 1000, 0.1, True),    # a negative factor (anti-correlated chains) counts as none:
+    (40, -0.3, 1000, 0.1, False),   # 40, not 40 / 0.7 = 57 effective draws
+    (120, float("nan"), 2000, 0.1, False),  # no measured factor: the classic rule decides
     (10, 0.0, 100, 0.1, True),      # m = 10 is the bar where it is below 50
     (10, 0.5, 100, 0.1, False),
 ])
