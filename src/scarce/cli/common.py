@@ -120,10 +120,10 @@ class stage_progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), transient=False)
         self.live = Console().is_terminal
-        if self.live:
+        if self.live:  # off a terminal no bar is made: plain lines only
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), transient=False)
             self.progress.__enter__()
         self.tasks: dict[str, object] = {}
         self.shown: dict[str, int] = {}  # off a terminal: the last tenth printed of each stage
