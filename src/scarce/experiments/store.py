@@ -278,8 +278,9 @@ class ResultStore:
         """Store a finished task atomically (and clear an earlier error record of it).
 
         A ``"timing"`` entry of ``payload`` (seconds, which differ from run to run) is stored beside
-        the results, outside their checksum: :meth:`load` gives the results alone, the same for the
-        same seed on any machine, and :meth:`timing` the timings.
+        the results, outside their checksum: :meth:`load` gives the results alone, which a seed
+        fixes for a given model (a model trained on another processor can have other weights:
+        ``training_info["weights_sha256"]`` tells), and :meth:`timing` the timings.
         """
         body = json.loads(_canonical(dict(payload)))
         timing = body.pop(TIMING, None)
