@@ -32,10 +32,11 @@ from scipy.integrate import quad
 from scipy.stats import norm
 
 from scarce import RareEventProblem, SubsetSimulation
+from scarce.envelope import chain_correlation_factor
 from scarce.estimators.chains import Population, run_chains
 from scarce.estimators.subset import latin_hypercube_normal
 from scarce.kernels import ConditionalSampling
-from scarce.levels import failures_to_stop, next_threshold
+from scarce.levels import early_stop_allowed, failures_to_stop, n_seeds_target, next_threshold
 
 TRUTH = norm.sf(3.5)
 
@@ -76,12 +77,12 @@ def shell_run(n_samples: int, seed: int, p0: float = 0.1, max_levels: int = 30) 
     rng, kernel = np.random.default_rng(seed), ConditionalSampling()
     u0 = latin_hypercube_normal(n_samples, 2, rng)
     population = Population.from_independent(u0, _score(u0), rng.random(n_samples))
-    min_failures = failures_to_stop(n_samples, p0, 0.5)
+    min_failures, m = failures_to_stop(n_samples, p0, 0.5), n_seeds_target(n_samples, p0)
     cumulative, estimate, scale, queries = 1.0, 0.0, kernel.initial_scale, n_samples
     for _ in range(max_levels):
         u, s, k = population.flat_u(), population.flat_scores(), population.flat_keys()
         failed = _failed(u)
-        if failed.sum() >= min_failures:
+        if failed.sum() >= min_failures and _stop_allowed(population, failed, n_samples, p0, m):
             return estimate + cumulative * failed.sum() / n_samples, queries
         choice = next_threshold(s, p0, None, keys=k)
         above = choice.contains(s, k)
@@ -93,6 +94,15 @@ def shell_run(n_samples: int, seed: int, p0: float = 0.1, max_levels: int = 30) 
             count_seeds=population.independent, seeds_key=k[pick], threshold_key=choice.key)
         scale, queries, cumulative = stats.scale, queries + stats.n_queries, cumulative * choice.probability
     return estimate, queries
+
+
+def _stop_allowed(population: Population, failed: np.ndarray, n_samples: int, p0: float, m: int) -> bool:
+    """The engine's early-stop rule: below ``m`` failures, enough of them in effective draws along the chains."""
+    if failed.sum() >= m:
+        return True
+    along = np.zeros(population.mask.shape, dtype=bool)
+    along[population.mask] = failed
+    return early_stop_allowed(int(failed.sum()), chain_correlation_factor(along, population.mask), n_samples, p0)
 
 
 def _print_split(rows: list[dict[str, float]]) -> None:
