@@ -91,6 +91,45 @@ def test_label_oracle_answers_in_eval_mode_and_gives_each_module_its_own_mode_ba
     assert answers == [expected] * 3  # dropout off: the same answer each time
 
 
+_GLOBAL_NET = None
+
+
+def _labels_through_a_global(x):
+    return _GLOBAL_NET.logits_and_features(x)[0].argmax(1)
+
+
+def test_a_label_function_answers_through_its_models_in_eval_mode_and_gives_their_modes_back():
+    """A function over a network in training mode (closure, module-level name, bound method,
+    partial, callable object): the network answers in eval mode, so dropout does not change the
+    labels from call to call, and each module gets its own flag back."""
+    import functools
+
+    from scarce.applications.vision.access import LabelFunction
+
+    global _GLOBAL_NET
+    net = _GLOBAL_NET = _NormedNet().train()
+    net.hidden[2].eval()
+    modes = [m.training for m in net.modules()]
+
+    class Caller:
+        def __init__(self, model):
+            self.model = model
+
+        def __call__(self, x):
+            return self.model.logits_and_features(x)[0].argmax(1)
+
+    targets = [lambda x: net.logits_and_features(x)[0].argmax(1), _labels_through_a_global, Caller(net),
+               Caller(net).__call__, functools.partial(lambda m, x: m.logits_and_features(x)[0].argmax(1), net)]
+    x = torch.rand((40, 1, 28, 28))
+    with torch.no_grad():
+        expected = _NormedNet().eval().logits_and_features(x)[0].argmax(1).tolist()  # the same weights
+    for fn in targets:
+        target = LabelFunction(fn)
+        assert [target.predict_labels(x).tolist() for _ in range(3)] == [expected] * 3
+        assert [m.training for m in net.modules()] == modes
+    assert LabelFunction(lambda x: np.zeros(len(x), dtype=int)).modules() == []
+
+
 def test_margin_methods_are_refused_without_logits():
     from scarce.applications.vision.methods import MethodSettings, run_method
 

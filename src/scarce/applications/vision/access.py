@@ -81,16 +81,82 @@ class LabelFunction:
 
     ``x`` is a float32 torch tensor ``(n, *input_shape)`` on the run's device, passed in inference
     mode; the answer may be a tensor, an array or a list, and is checked as every target's answer
-    is (:func:`ask_target`, then one label per input). A torch model inside the function should
-    be in eval mode (a model in training mode changes as it answers: batch norm's running
-    statistics, dropout).
+    is (:func:`ask_target`, then one label per input).
+
+    A torch model answers in eval mode, as ``model=`` does: one in training mode changes as it
+    answers (batch norm's running statistics) and answers at random (dropout). The modules the
+    function reaches directly (:func:`reachable_modules`: the function itself, a bound method's
+    object, a ``functools.partial``'s function and arguments, its closure, the module-level names
+    its code reads) are switched to eval mode for each call and get their own flags back after
+    it (:func:`~scarce.applications.vision.problem.modes_kept`). A model held deeper (an attribute
+    of another object) is not seen: put it in eval mode before the run.
     """
 
     def __init__(self, fn: Any) -> None:
         if not callable(fn):
             raise ScarceError(f"target must be callable (a batch to labels) or have predict_labels(x); "
                               f"got {type(fn).__name__}")
-        self.predict_labels = fn
+        self._fn = fn
+        self._modules = reachable_modules(fn)
+
+    def modules(self) -> list[Any]:
+        """Every submodule of the torch modules the function reaches (:func:`reachable_modules`)."""
+        return [m for module in self._modules for m in module.modules()]
+
+    def predict_labels(self, x: Any) -> Any:
+        """``fn(x)``, with the modules it reaches in eval mode for the call."""
+        if not self._modules:
+            return self._fn(x)
+        with modes_kept(*self._modules):
+            for module in self._modules:
+                module.eval()
+            return self._fn(x)
+
+
+def reachable_modules(fn: Any, depth: int = 2) -> list[Any]:
+    """The torch modules (anything with ``modules()``, ``eval()`` and a boolean ``training``) that
+    ``fn`` reaches within ``depth`` steps: ``fn`` itself, a bound method's object, a callable
+    object's attributes, a ``functools.partial``'s function and arguments, the cells of a
+    function's closure and the module-level names its code reads. Each appears once."""
+    seen: dict[int, Any] = {}
+    visited: set[int] = set()
+    pending = [(fn, 0)]
+    while pending:
+        obj, step = pending.pop()
+        if id(obj) in visited:
+            continue
+        visited.add(id(obj))
+        if isinstance(getattr(obj, "training", None), bool) and callable(getattr(obj, "modules", None)) \
+                and callable(getattr(obj, "eval", None)):
+            seen.setdefault(id(obj), obj)
+        elif step < depth:
+            pending.extend((referent, step + 1) for referent in _referents(obj))
+    return list(seen.values())
+
+
+def _referents(obj: Any) -> list[Any]:
+    """What a callable answers through, one step down (see :func:`reachable_modules`)."""
+    import functools
+    import types
+
+    if isinstance(obj, functools.partial):
+        return [obj.func, *obj.args, *obj.keywords.values()]
+    if isinstance(obj, types.MethodType):
+        return [obj.__self__, obj.__func__]
+    if isinstance(obj, types.FunctionType):
+        cells = [cell.cell_contents for cell in (obj.__closure__ or ()) if _filled(cell)]
+        return cells + [obj.__globals__[name] for name in obj.__code__.co_names if name in obj.__globals__]
+    if callable(obj) and not isinstance(obj, type) and hasattr(obj, "__dict__"):
+        return list(vars(obj).values())  # a callable object: what it holds
+    return []
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a cell not yet assigned
+        return False
+    return True
 
 
 def distillation_set(target: Any, images: np.ndarray, noise: str, scale: float, multiples: tuple[float, ...],
