@@ -31,21 +31,25 @@ def main() -> None:
     parser.add_argument("--n-samples", default="500,1000,2000")
     parser.add_argument("--level-probabilities", default="auto")
     parser.add_argument("--reps", type=int, default=400)
+    parser.add_argument("--cov-depths", default="1", help="cov_depth values to run (comma-separated integers, 'all' or 'auto')")
+    parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
+    depths = [d if d in ("all", "auto") else int(d) for d in args.cov_depths.split(",")]
     levels = [p0 if p0 == "auto" else float(p0) for p0 in args.level_probabilities.split(",")]
     for dim in map(int, args.dims.split(",")):
         for probability in map(float, args.probabilities.split(",")):
             for n in map(int, args.n_samples.split(",")):
                 for p0 in levels:
-                    estimator = scarce.SubsetSimulation(n_samples=n, level_probability=p0)
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        runs = [estimator.estimate(linear(dim=dim, probability=probability), seed=s)
-                                for s in range(args.reps)]
-                    _row(runs, dim, probability, n, p0)
+                    for depth in depths:
+                        estimator = scarce.SubsetSimulation(n_samples=n, level_probability=p0, cov_depth=depth)
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            runs = [estimator.estimate(linear(dim=dim, probability=probability), seed=s)
+                                    for s in range(args.first_seed, args.first_seed + args.reps)]
+                        _row(runs, dim, probability, n, p0, depth)
 
 
-def _row(runs: list, dim: int, truth: float, n: int, p0: object) -> None:
+def _row(runs: list, dim: int, truth: float, n: int, p0: object, depth: object) -> None:
     """One line: queries, bias, coverage and where the misses lie, and the reported over the observed CoV."""
     p = np.array([r.probability for r in runs])
     ci = np.array([r.ci(0.95) for r in runs])
@@ -54,7 +58,7 @@ def _row(runs: list, dim: int, truth: float, n: int, p0: object) -> None:
     held = (ci[:, 0] <= truth) & (truth <= ci[:, 1])
     observed = float(p.std()) / truth
     ratio = math.sqrt(float(np.mean(cov**2))) / observed if observed > 0 else math.nan
-    print(f"d={dim} P={truth:g} N={n} p0={p0} ({runs[0].level_probability:.3g}, {runs[0].info['chains_per_level']} chains): "
+    print(f"d={dim} P={truth:g} N={n} p0={p0} cov_depth={depth} levels {np.mean([len(r.levels) for r in runs]):.1f} ({runs[0].level_probability:.3g}, {runs[0].info['chains_per_level']} chains): "
           f"queries {np.mean([r.n_queries for r in runs]):.0f}, mean/truth {p.mean() / truth:.3f} z {(p.mean() - truth) / (p.std(ddof=1) / math.sqrt(p.size)):+.1f} "
           f"coverage {held.mean():.3f} (unflagged {held[clean].mean() if clean.any() else math.nan:.3f} of {int(clean.sum())}) "
           f"intervals below the truth {int((truth > ci[:, 1]).sum())}, above {int((truth < ci[:, 0]).sum())}; "

@@ -81,7 +81,7 @@ SCENARIOS = {
 
 
 def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
-                 by_level: int | None = None, kernel: str = "acs", cov_depth: int | str = 1,
+                 by_level: int | None = None, kernel: str = "acs", cov_depth: int | str = "auto",
                  records: list | None = None, stop_factor: float = 0.5) -> dict:
     """``reps`` seeded runs of one scenario, summarised (with ``by_level``, its runs grouped too;
     with ``records``, one dict a run appended to it)."""
@@ -167,13 +167,14 @@ def main() -> None:
                         help="also print each scenario's runs grouped by the failures at level L")
     parser.add_argument("--kernel", default="acs", choices=sorted(KERNELS),
                         help="the MCMC kernel by registry name, with its default settings")
-    parser.add_argument("--cov-depth", default="1", help="the reported CoV's genealogy depth: an integer, or 'all'")
+    parser.add_argument("--cov-depth", default="auto",
+                        help="the reported CoV's genealogy depth: an integer, 'all' or 'auto' (the engine's default)")
     parser.add_argument("--stop-factor", type=float, default=0.5,
                         help="SubsetSimulation's stop_factor (1.0: the classic last-level rule)")
     parser.add_argument("--dump", default=None, metavar="FILE.jsonl",
                         help="also write one JSON line a run: its estimate, CoV, flags and the evidence behind its interval")
     args = parser.parse_args()
-    args.cov_depth = args.cov_depth if args.cov_depth == "all" else int(args.cov_depth)
+    args.cov_depth = args.cov_depth if args.cov_depth in ("all", "auto") else int(args.cov_depth)
     if args.by_level_failures is not None and args.by_level_failures < 0:
         parser.error(f"--by-level-failures must be a level index >= 0, got {args.by_level_failures}")
     names = [s for s in args.scenarios.split(",") if s]

@@ -27,12 +27,12 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.07)
     parser.add_argument("--reps", type=int, default=60)
     parser.add_argument("--n-samples", default="2000,8000", help="Subset Simulation's N, comma-separated")
-    parser.add_argument("--cov-depth", default="", help="also run with these cov_depth values (comma-separated integers or 'all')")
+    parser.add_argument("--cov-depth", default="", help="also run with these cov_depth values (comma-separated integers, 'all' or 'auto')")
     parser.add_argument("--reference", default="", metavar="N,RUNS",
                         help="at --scale, clipped: the mean of RUNS runs at N (seeds 5000 on) as a reference value, "
                              "and each clipped row at that scale prints how many of its intervals hold it")
-    parser.add_argument("--deeper", default="", help="noise scales (comma-separated) also run unclipped at the first N: "
-                                                     "rarer events in more levels")
+    parser.add_argument("--deeper", default="", help="noise scales (comma-separated) also run unclipped at the first N, "
+                                                     "with the default and each --cov-depth: rarer events in more levels")
     args = parser.parse_args()
     import torch
 
@@ -43,9 +43,10 @@ def main() -> None:
     model, x0 = _model_and_input(torch)
     first = int(args.n_samples.split(",")[0])
     settings = [(args.scale, clip, n, None) for clip in ((0.0, 1.0), None) for n in map(int, args.n_samples.split(","))]
-    for depth in filter(None, args.cov_depth.split(",")):
-        settings.append((args.scale, (0.0, 1.0), first, depth if depth == "all" else int(depth)))
-    settings += [(float(scale), None, first, None) for scale in args.deeper.split(",") if scale]
+    depths = [depth if depth in ("all", "auto") else int(depth) for depth in filter(None, args.cov_depth.split(","))]
+    settings += [(args.scale, (0.0, 1.0), first, depth) for depth in depths]
+    settings += [(float(scale), None, first, depth) for scale in args.deeper.split(",") if scale
+                 for depth in [None, *depths]]
     reference = _reference(model, x0, args.scale, args.reference, failure_probability, scarce)
     print(f"{'scale':>5s} {'clip':10s} {'N':>5s} {'cov_depth':>9s} {'median P':>9s} {'levels':>6s} {'obs. log sd':>11s} "
           f"{'rep. log sd':>11s} {'rep/obs':>7s} {'most sharing one point':>22s}")

@@ -102,11 +102,12 @@ def main() -> None:
     parser.add_argument("--n-samples", type=int, default=2000)
     parser.add_argument("--draws", type=int, default=200, help="first levels (independent Latin hypercubes)")
     parser.add_argument("--continuations", type=int, default=20, help="chain streams per first level")
-    parser.add_argument("--cov-depth", type=int, default=1, help="the engine's cov_depth")
+    parser.add_argument("--cov-depth", default="auto", help="the engine's cov_depth: an integer, 'all' or 'auto' (default)")
     parser.add_argument("--stop-factor", type=float, default=0.5, help="the engine's stop_factor")
     parser.add_argument("--fixed-scale", type=float, default=None,
                         help="aCS at this scale without adaptation (default: the engine's adaptive kernel)")
     args = parser.parse_args()
+    args.cov_depth = args.cov_depth if args.cov_depth in ("all", "auto") else int(args.cov_depth)
     if args.draws < 2 or args.continuations < 2:
         parser.error(f"--draws and --continuations must be at least 2, got {args.draws} and {args.continuations}")
     runs = _runs(args)

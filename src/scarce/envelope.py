@@ -16,7 +16,8 @@ relative error, so the sum is, to first order, the variance ``s^2`` of
 treats chains as independent; chains grown from seeds of one parent chain are
 not.  :func:`lineage_variance` groups chains by their ancestor a few levels up
 and adds those correlations (within and between levels); Subset Simulation uses
-it with depth 1 by default, or over level-0 ancestors with the jackknife.
+it with depth 1 on runs of a few levels, and over level-0 ancestors with the
+jackknife on deep ones.
 
 Anytime-valid envelope (paper, Theorem 1 and Corollaries 1-2).  ``M_l =
 P_hat_l / P_l`` is a non-negative supermartingale, so by Ville's inequality,

@@ -345,7 +345,7 @@ class EstimateResult:
           that held a failure), the quantile is Student's ``t`` with ``G_eff - 1`` degrees of
           freedom, ``G_eff = (sum w)^2 / sum w^2`` the effective number of lineages (Kish) with
           ``w`` the failures in each (``G``, their plain count, in results that lack it).  The
-          CoV (with ``cov_depth`` other than 0; 1 is the default) is a cluster-robust variance over lineages; when a few of them hold most
+          CoV (with ``cov_depth`` other than 0, as by default) is a cluster-robust variance over lineages; when a few of them hold most
           failures it rests on those few, and its degrees of freedom follow the effective
           number of clusters, not their count (the small-sample correction of Bell and
           McCaffrey 2002; Imbens and Kolesar 2016). Subset Simulation states the degrees of

@@ -54,8 +54,32 @@ def test_cov_depth_zero_is_the_au_beck_formula_and_depth_one_is_reported_by_defa
     # the levels' squared CoVs sum to the variance of log P_hat, reported as a CoV (envelope.lognormal_cov)
     assert math.sqrt(sum(l.cov**2 for l in r0.levels)) == pytest.approx(r0.info["cov_au_beck"])
     assert r0.cov == pytest.approx(math.sqrt(math.expm1(r0.info["cov_au_beck"] ** 2)))
-    assert r1.info["cov_depth"] == 1 and r1.cov != r0.cov
+    assert r1.info["cov_depth"] == "auto" and r1.info["cov_depth_used"] == 1 and r1.cov != r0.cov
     assert 0.5 * r0.cov < r1.cov < 2.0 * r0.cov
+    depth_one = SubsetSimulation(n_samples=1000, cov_depth=1).estimate(problem, seed=4)
+    assert depth_one.cov == r1.cov and depth_one.ci() == r1.ci()  # five levels: "auto" is depth 1
+
+
+def test_auto_depth_takes_the_whole_genealogy_from_ten_levels_on():
+    """At p0 = 0.1 a run of ten levels or more (its intermediate levels reach 1e-8) reports,
+    under the default, exactly what ``cov_depth="all"`` reports (the variance and the degrees of
+    freedom), and a shorter one exactly what depth 1 reports; at p0 = 0.2 ten levels reach only
+    0.2^8 and keep depth 1."""
+
+    results = {}
+    for probability in (1e-7, 1e-9):  # p0 = 0.1: about 9 and 11 levels, either side of the bar
+        problem = linear(dim=10, probability=probability)
+        for depth in ("auto", 1, "all"):
+            results[probability, depth] = SubsetSimulation(n_samples=1000, cov_depth=depth).estimate(problem, seed=3)
+    shallow, deep = results[1e-7, "auto"], results[1e-9, "auto"]
+    assert len(shallow.levels) < 10 <= len(deep.levels)
+    assert shallow.info["cov_depth_used"] == 1 and deep.info["cov_depth_used"] == "all"
+    assert shallow.cov == results[1e-7, 1].cov != results[1e-7, "all"].cov
+    assert deep.cov == results[1e-9, "all"].cov != results[1e-9, 1].cov
+    assert deep.info["cov_degrees_of_freedom"] == results[1e-9, "all"].info["cov_degrees_of_freedom"]
+    assert deep.ci() == results[1e-9, "all"].ci()
+    wide = SubsetSimulation(n_samples=500).estimate(linear(dim=10, probability=1e-6), seed=3)
+    assert wide.level_probability == 0.2 and len(wide.levels) >= 10 and wide.info["cov_depth_used"] == 1
 
 
 def test_chains_carry_the_parent_of_their_seed():

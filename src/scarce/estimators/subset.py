@@ -47,7 +47,16 @@ draws.
 
 The reported CoV (``cov_depth``, :func:`scarce.envelope.lineage_variance`) groups chains by
 their ancestor one level up: chains grown from seeds of the same parent chain start close
-together, which the Au-Beck formula (chains independent, levels uncorrelated) ignores. That
+together, which the Au-Beck formula (chains independent, levels uncorrelated) ignores. A deep
+run carries correlation further: where the population leans towards one route to the failure
+more than its share, the lean passes from level to level, and the cross terms between levels
+far apart add up. Depth 1 misses them; grouping every chain by its level-0 ancestor sees them,
+with the jackknife's correction for the few ancestors a deep genealogy keeps. On a short run
+there is little of that correlation, and the ancestors' sums only add noise, so the default
+``"auto"`` groups by level-0 ancestors once the intermediate levels reach
+:data:`DEEP_RUN_PROBABILITY`, ten levels at ``p0 = 0.1`` (at 0.2 and 0.5, whose levels are
+more and whose genealogies coalesce sooner, the jackknife over-reports on the linear problem
+at ten levels, while depth 1 holds there). That
 variance, like Au and Beck's sum, is one of ``log P_hat`` (each level adds a relative error),
 and the CoV reported is the one it implies for ``P_hat``, ``sqrt(exp(s^2) - 1)``
 (:func:`scarce.envelope.lognormal_cov`). Its level terms need enough chains, hence the default
@@ -154,16 +163,22 @@ def latin_hypercube_normal(n: int, dim: int, rng: np.random.Generator, block: in
     return u
 
 
+#: Under ``cov_depth="auto"`` a run reports the variance over level-0 ancestors (``"all"``) when its
+#: intermediate levels reach this probability, ``p0^(L - 2) <= DEEP_RUN_PROBABILITY`` for ``L``
+#: levels (level 0 and the failure level included): ten levels at ``p0 = 0.1``. Shorter runs: depth 1.
+DEEP_RUN_PROBABILITY = 1e-8
+
+
 def check_cov_depth(depth: object) -> int | str:
-    """Validate ``cov_depth``: an integer >= 0, or ``"all"`` (the whole genealogy, with the jackknife)."""
+    """Validate ``cov_depth``: an integer >= 0, ``"all"`` (the whole genealogy, with the jackknife) or ``"auto"``."""
     if isinstance(depth, str):
-        if depth != "all":
-            raise ScarceError(f"cov_depth must be an integer >= 0 or 'all', got {depth!r}")
-        return "all"  # a plain str, also for a numpy string
+        if depth not in ("all", "auto"):
+            raise ScarceError(f"cov_depth must be an integer >= 0, 'all' or 'auto', got {depth!r}")
+        return str(depth)  # a plain str, also for a numpy string
     try:
         return check_positive_int("cov_depth", depth, minimum=0)
     except ScarceError as error:
-        raise ScarceError(f"{error} (or 'all')") from None
+        raise ScarceError(f"{error} (or 'all' or 'auto')") from None
 
 
 def check_count_seeds(rule: object) -> str:
@@ -202,7 +217,7 @@ class SubsetSimulation(Estimator):
         ziggurat (:mod:`scarce.normals`); meant for high-dimensional latents such as images,
         where those draws dominate the engine's own time. The problem's ``transform`` and
         ``evaluate`` then receive float32 arrays; levels, scores and estimates stay float64.
-    cov_depth : int or "all"
+    cov_depth : int, "all" or "auto"
         Genealogy depth of the reported CoV (:func:`scarce.envelope.lineage_variance`):
         chains grown from a common ancestor up to ``cov_depth`` levels back are
         treated as correlated, within a level and across levels; and at least back to the
@@ -210,14 +225,18 @@ class SubsetSimulation(Estimator):
         failures are.  0 gives the variance of the
         Au-Beck formula (chains independent, levels uncorrelated; its square root is
         ``info["cov_au_beck"]``, on the scale of ``log P_hat``; level 1's term from the Latin
-        hypercube when level 0 is one, as in every CoV this class reports); 1 is the default.
+        hypercube when level 0 is one, as in every CoV this class reports).
         ``"all"`` groups every chain by its level-0 ancestor, the only independent draws of a
         run, with the jackknife's correction for groups that hold much of a level: it sees
         correlation that a run carries over many levels (a population that keeps more or
-        fewer states on one route to the failure than its share, level after level), at the
-        price of a larger CoV on shallow runs. The documentation's benchmark pages compare
-        them. Either way the CoV is at least that of the failures found below a level's
-        boundary (module notes).
+        fewer states on one route to the failure than its share, level after level).
+        ``"auto"`` (default) takes ``"all"`` for runs whose intermediate levels reach
+        :data:`DEEP_RUN_PROBABILITY` (ten levels at ``p0 = 0.1``) and 1 for shorter ones: over a
+        few levels there is little such correlation to see and
+        the ancestors' sums are noisier than depth 1's, while a run a dozen levels deep on a
+        real network reports about 0.6 of its spread at depth 1 (module notes).
+        ``info["cov_depth_used"]`` says which a run took. Either way the CoV is at least that of
+        the failures found below a level's boundary (module notes).
     stop_factor : float
         In (0, 1]. The run ends at the first level at which at least
         ``stop_factor * p0 * N`` samples have failed, and never fewer than 50 (or
@@ -225,7 +244,10 @@ class SubsetSimulation(Estimator):
         populations whose count came out high) in effective draws along the chains below ``p0 * N`` failures
         (:func:`scarce.levels.early_stop_allowed`); their fraction is the last factor of
         the estimate. 1 is the classic rule; the default 0.5 saves a level of model
-        calls in some runs (module notes).
+        calls in some runs (module notes). A stop refused for too few effective draws goes on
+        with an ordinary level, and under ``max_queries`` that level can be the one the budget
+        refuses: the run then ends as a flagged partial result where the count alone would
+        have ended it converged.
     count_seeds : {"independent", "always", "never"}
         Whether a level's seeds count among its ``N`` samples. ``"always"``: each seed
         is its chain's first state and the level costs ``N - p0 N`` model calls (Au and
@@ -257,7 +279,7 @@ class SubsetSimulation(Estimator):
         max_levels: int = 50,
         max_queries: int | None = None,
         first_level: str = "lhs",
-        cov_depth: int | str = 1,
+        cov_depth: int | str = "auto",
         dtype: str = "float64",
         stop_factor: float = 0.5,
         count_seeds: str = "independent",
@@ -377,6 +399,7 @@ class SubsetSimulation(Estimator):
                 "max_queries": cfg.max_queries,
                 "first_level": cfg.first_level,
                 "cov_depth": cfg.cov_depth,
+                "cov_depth_used": run.cov_depth_used,
                 "dtype": cfg.dtype,
                 "stop_factor": cfg.stop_factor,
                 "count_seeds": cfg.count_seeds,
@@ -705,25 +728,36 @@ class _Run:
             "wall_time": time.perf_counter() - start,
         }
 
-    def _genealogy_variance(self, lineage: list, origin: bool = True) -> float:
-        """:func:`scarce.envelope.lineage_variance` of ``lineage`` at the configured depth.
+    @property
+    def cov_depth_used(self) -> int | str:
+        """The genealogy depth this run's CoV takes: ``cov_depth``, with ``"auto"`` resolved by how
+        far its intermediate levels reach (:data:`DEEP_RUN_PROBABILITY`)."""
+        depth = self.config.cov_depth
+        if depth != "auto":
+            return depth
+        reach = (len(self.diagnostics) - 2) * math.log(1.0 / self.config.level_probability)
+        return "all" if reach >= math.log(1.0 / DEEP_RUN_PROBABILITY) * (1.0 - 1e-12) else 1
 
-        ``cov_depth="all"`` groups every chain by its level-0 ancestor, with the jackknife. An
-        integer depth reaches, when ``origin``, at least back to the origin level: failures that
-        appeared some levels before the last and multiplied since are correlated through the
-        chain they appeared in.
+    def _genealogy_variance(self, lineage: list, origin: bool = True) -> float:
+        """:func:`scarce.envelope.lineage_variance` of ``lineage`` at the depth this run takes.
+
+        ``"all"`` groups every chain by its level-0 ancestor, with the jackknife. An integer depth
+        reaches, when ``origin``, at least back to the origin level: failures that appeared some
+        levels before the last and multiplied since are correlated through the chain they
+        appeared in.
         """
-        if self.config.cov_depth == "all":
+        depth = self.cov_depth_used
+        if depth == "all":
             return lineage_variance(lineage, self.n_samples, len(lineage), jackknife=True)
-        depth = max(self.config.cov_depth, len(lineage) - 1 - self.origin_level) if origin else self.config.cov_depth
+        depth = max(depth, len(lineage) - 1 - self.origin_level) if origin else depth
         return lineage_variance(lineage, self.n_samples, depth)
 
     def _degrees_of_freedom(self, variance: float) -> float | None:
-        """:meth:`_lineage_degrees_of_freedom`; with ``cov_depth="all"``, at most the level-0
+        """:meth:`_lineage_degrees_of_freedom`; over the whole genealogy (``"all"``), at most the level-0
         ancestors' (:func:`scarce.envelope.ancestor_degrees_of_freedom`): the variance is then a sum
         over those clusters, and a deep run's genealogy keeps few of them."""
         nu = self._lineage_degrees_of_freedom(variance)
-        if nu is None or self.config.cov_depth != "all":
+        if nu is None or self.cov_depth_used != "all":
             return nu
         return min(nu, max(ancestor_degrees_of_freedom(self.lineage, self.n_samples), 1.0))
 
