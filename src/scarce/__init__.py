@@ -13,6 +13,7 @@ from scarce import problems
 from scarce.errors import (
     BudgetExhaustedWarning,
     FewChainsWarning,
+    FewParticlesWarning,
     EvaluationError,
     LowAcceptanceWarning,
     ScarceError,
@@ -30,6 +31,7 @@ __all__ = [
     "AdaptiveMultilevelSplitting",
     "BudgetExhaustedWarning",
     "FewChainsWarning",
+    "FewParticlesWarning",
     "ConditionalSampling",
     "EstimateResult",
     "EvaluationError",

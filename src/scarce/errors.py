@@ -47,6 +47,11 @@ class FewChainsWarning(ScarceWarning):
     run several levels deep the reported CoV can fall short of the estimate's spread."""
 
 
+class FewParticlesWarning(ScarceWarning):
+    """Adaptive multilevel splitting with few particles or most of them killed at each iteration:
+    a replica's estimate is then skewed and the replicas' interval can cover less than its level."""
+
+
 class ThinEvidenceWarning(ScarceWarning):
     """A run's failures descend from too few chains of the first level that held a failure
     (:attr:`scarce.results.EstimateResult.thin_evidence`): its error cannot be measured from the run."""

@@ -294,6 +294,10 @@ class EstimateResult:
 
             out.append(f"few chains: {self._chains_per_level():g} a level, fewer than {MIN_CHAINS_PER_LEVEL}; the "
                        f"reported CoV can fall short on deep runs")
+        if self.info.get("few_particles") is True:
+            out.append(f"few particles: N = {self.n_samples // max(int(self.info.get('n_replicas', 1)), 1):,} a "
+                       f"replica, k = {self.info.get('n_killed')} killed an iteration; the replicas' interval can "
+                       f"cover less than its level")
         reason = self.thin_evidence_reason
         if reason == "lineages":
             out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} of "

@@ -210,5 +210,28 @@ def test_an_extinction_on_a_continuous_score_is_not_called_a_plateau(monkeypatch
         warnings.simplefilter("ignore")
         result = AdaptiveMultilevelSplitting(n_samples=10).estimate(linear(dim=10, probability=1e-3), seed=32)
     assert [r["status"] for r in result.info["replicas"]] == ["converged", "converged", "converged", "extinct"]
-    assert result.status == "converged" and result.reached_failure and not result.flags
+    assert result.status == "converged" and result.reached_failure and not any("stalled" in f for f in result.flags)
+    assert result.flags == (next(f for f in result.flags if f.startswith("few particles")),)  # N = 10 only
     assert calls == [3]  # an ended replica is not examined again while the others run on
+
+
+@pytest.mark.parametrize("n_samples, n_killed, flagged", [(100, 50, False), (1000, 900, False), (100, 91, True),
+                                                          (50, 25, True), (20, 1, True)])
+def test_few_particles_or_most_killed_warn_and_flag_the_result(n_samples, n_killed, flagged):
+    """Outside N >= 100 and k <= 0.9 N the replicas' interval was measured to fall short of its
+    level (0.82-0.93): the run warns and its result carries the flag, through a JSON round trip."""
+    from scarce.errors import FewParticlesWarning
+
+    estimator = AdaptiveMultilevelSplitting(n_samples=n_samples, n_killed=n_killed, n_steps=1, n_replicas=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = estimator.estimate(linear(dim=2, probability=1e-2), seed=0)
+    warned = [w for w in caught if issubclass(w.category, FewParticlesWarning)]
+    assert bool(warned) is flagged and result.info["few_particles"] is flagged
+    if flagged:
+        assert f"n_samples={n_samples}, n_killed={n_killed}" in str(warned[0].message)
+        assert warned[0].filename == __file__  # the user's line
+    marks = [f for f in result.flags if f.startswith("few particles")]
+    assert len(marks) == int(flagged)
+    assert not flagged or marks[0].startswith(f"few particles: N = {n_samples:,} a replica, k = {n_killed} killed")
+    assert EstimateResult.from_json(result.to_json()).flags == result.flags
