@@ -12,6 +12,12 @@ from scarce.envelope import Envelope, clopper_pearson, lognormal_interval
 
 #: Why a run stopped.
 STATUSES = ("converged", "stalled", "max_levels", "budget")
+#: The revision of what the estimators return for a given seed and model (estimate, CoV,
+#: interval). Raised with every change that alters it, so that a run directory never mixes
+#: results of two revisions (:class:`scarce.experiments.store.ResultStore`). Results stored
+#: before revisions were recorded count as revision 1; 2 is the whole genealogy's CoV for
+#: deep Subset Simulation runs (``cov_depth="auto"``).
+ESTIMATOR_REVISION = 2
 #: Chains the first level with a failure must have before a lineage count can flag thin evidence.
 THIN_EVIDENCE_MIN_CHAINS = 20
 #: When failures first appear in Markov chains rather than among independent draws, the least

@@ -92,7 +92,25 @@ def test_a_damaged_task_file_is_left_out_and_named(tmp_path, finished_run):
     result = runner.invoke(app, ["vision", "report", "--run-dir", str(damaged_run)])
     assert result.exit_code == 0, result.output
     report = (damaged_run / "report" / "report.md").read_text()
-    assert "unreadable task files" in report and victim.name in report
+    assert "task files left out" in report and victim.name in report
+    assert f"{victim} is damaged and left out of the report" in result.output
+
+
+def test_a_task_file_of_another_estimator_revision_is_left_out_and_named(tmp_path, finished_run):
+    import json
+    import shutil
+
+    old_run = tmp_path / "old"
+    shutil.copytree(finished_run, old_run)
+    victim = sorted((old_run / "tasks").glob("eval-*.json"))[0]
+    record = json.loads(victim.read_text())
+    del record["revision"]  # as written before revisions were recorded
+    victim.write_text(json.dumps(record))
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(old_run)])
+    assert result.exit_code == 0, result.output
+    report = (old_run / "report" / "report.md").read_text()
+    assert "task files left out" in report and victim.name in report
+    assert f"{victim} is of another estimator revision and left out of the report" in result.output
 
 
 def test_a_removed_task_file_is_named_by_the_report_command(tmp_path, finished_run):

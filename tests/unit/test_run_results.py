@@ -9,7 +9,8 @@ import pytest
 
 from conftest import dead_pid as _dead_pid
 from scarce._atomic import FOREIGN_TEMPORARY_AGE, _host, atomic_write_text
-from scarce.experiments.store import CorruptResultWarning, ResultStore
+from scarce.experiments.store import CorruptResultWarning, ResultStore, StaleResultWarning
+from scarce.results import ESTIMATOR_REVISION
 
 
 
@@ -111,10 +112,36 @@ def test_a_task_file_that_kept_its_timing_inside_still_reads(tmp_path):
     store = ResultStore(tmp_path / "run", {"name": "x"})
     body = {"value": 1, "timing": {"wall": 0.5}}
     record = {"key": "old", "fingerprint": store.fingerprint, "seed": None, "provenance": {},
-              "checksum": hashlib.sha256(_canonical(body).encode()).hexdigest(), "payload": body}
+              "checksum": hashlib.sha256(_canonical(body).encode()).hexdigest(), "payload": body,
+              "revision": ESTIMATOR_REVISION}
     (tmp_path / "run" / "tasks").mkdir(exist_ok=True)
     (tmp_path / "run" / "tasks" / "old.json").write_text(json.dumps(record))
     assert store.load("old") == {"value": 1} and store.timing("old") == {"wall": 0.5}
+
+
+@pytest.mark.parametrize("revision", [None, 1, ESTIMATOR_REVISION + 1, "2"])
+def test_a_task_file_of_another_estimator_revision_is_recomputed_not_mixed_in(tmp_path, revision):
+    """A resumed run never mixes results of two estimator revisions: a task stored by another one
+    (or before revisions were recorded) warns, reads as missing, and is computed again."""
+    import json
+
+    store = ResultStore(tmp_path / "run", {"name": "x"})
+    store.save("a", {"value": 1})
+    path = tmp_path / "run" / "tasks" / "a.json"
+    record = json.loads(path.read_text())
+    assert record["revision"] == ESTIMATOR_REVISION and store.load("a") == {"value": 1}
+    if revision is None:
+        del record["revision"]
+    else:
+        record["revision"] = revision
+    path.write_text(json.dumps(record))
+    with pytest.warns(StaleResultWarning, match=f"estimator revision {(revision or 1)!r}, not this scarce's "
+                                                f"{ESTIMATOR_REVISION}; task 'a' will be recomputed"):
+        assert store.load("a") is None
+    with pytest.warns(StaleResultWarning):
+        assert list(store.items()) == []
+    store.save("a", {"value": 2})  # recomputed: the new record replaces it
+    assert store.load("a") == {"value": 2}
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])

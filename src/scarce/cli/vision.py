@@ -165,6 +165,24 @@ def _report_or_fail(store, context, run_dir) -> None:  # type: ignore[no-untyped
         fail(describe_os_error(exc), exc)
 
 
+def _readable_rows(store, result_rows):  # type: ignore[no-untyped-def]
+    """The store's result rows, and ``(path, why)`` of each task file left out of them."""
+    import warnings
+
+    from scarce.experiments.store import CorruptResultWarning, StaleResultWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CorruptResultWarning)
+        frame = result_rows(store)
+    left_out = []
+    for w in caught:
+        if issubclass(w.category, CorruptResultWarning):
+            stale = issubclass(w.category, StaleResultWarning)
+            path = str(w.message).removeprefix("result file ").split(" was written by" if stale else " is corrupted")[0]
+            left_out.append((path, "of another estimator revision" if stale else "damaged"))
+    return frame, left_out
+
+
 def _vision_report(store, context, run_dir) -> None:  # type: ignore[no-untyped-def]
     """Tables and the report folder of a finished vision run, from its store alone."""
     from pathlib import Path
@@ -173,20 +191,13 @@ def _vision_report(store, context, run_dir) -> None:  # type: ignore[no-untyped-
     from scarce.reporting.tables import print_vision_tables
     from scarce.reporting.vision import write_report
 
-    import warnings
-
-    from scarce.experiments.store import CorruptResultWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CorruptResultWarning)
-        frame = result_rows(store)
-    damaged = [str(w.message).split(" is corrupted")[0].removeprefix("result file ")
-               for w in caught if issubclass(w.category, CorruptResultWarning)]
-    if damaged:  # the report renders what exists and says what it could not read
-        context = {**context, "unreadable task files (left out; rerun scarce vision to recompute them)":
-                   f"{len(damaged)}: " + ", ".join(Path(d).name for d in damaged[:20])}
-        for path in damaged:
-            typer.echo(f"warning: {path} is damaged and left out of the report", err=True)
+    frame, left_out = _readable_rows(store, result_rows)
+    if left_out:  # the report renders what exists and says what it could not use
+        context = {**context, "task files left out (damaged, or of another estimator revision; rerun scarce "
+                              "vision to recompute them)": f"{len(left_out)}: " + ", ".join(
+                                  Path(path).name for path, _ in left_out[:20])}
+        for path, why in left_out:
+            typer.echo(f"warning: {path} is {why} and left out of the report", err=True)
     ranking, table = rank_rulers(frame), head_to_head(frame)
     report = write_report(frame, ranking, table, Path(run_dir) / "report", context=context)
     print_vision_tables(ranking, table)

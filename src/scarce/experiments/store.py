@@ -9,7 +9,9 @@ Layout::
 Each task file is written atomically (a temporary file in the same directory, flushed, then
 ``os.replace``), so a reader sees either the whole file or none. A file that does not parse or
 whose checksum does not match (a partial write by another tool, a disk error) is reported and
-treated as missing, so the task is recomputed. Opening a run directory made with a different
+treated as missing, so the task is recomputed; so is one written by estimators of another
+revision (:data:`scarce.results.ESTIMATOR_REVISION`: a change to what they return for a seed),
+so a resumed run never mixes two. Opening a run directory made with a different
 configuration is refused: results of two configurations never mix, and a ``config.json`` whose
 stored fingerprint is not the sha256 of the configuration it holds is refused as damaged.
 
@@ -36,12 +38,19 @@ from typing import Any
 from scarce._atomic import atomic_write_text, remove_stale_temporaries
 from scarce.checks import warn_user
 from scarce.errors import ScarceError, ScarceWarning
+from scarce.results import ESTIMATOR_REVISION
 
-__all__ = ["CorruptResultWarning", "ResultStore", "RunDirectoryError", "check_run_dir", "config_fingerprint", "provenance"]
+__all__ = ["CorruptResultWarning", "ResultStore", "RunDirectoryError", "StaleResultWarning", "check_run_dir",
+           "config_fingerprint", "provenance"]
 
 
 class CorruptResultWarning(ScarceWarning):
     """A task file could not be read back; the task will be recomputed."""
+
+
+class StaleResultWarning(CorruptResultWarning):
+    """A task file was written by estimators of another revision
+    (:data:`scarce.results.ESTIMATOR_REVISION`); the task will be recomputed."""
 
 
 def _canonical(data: Any) -> str:
@@ -253,6 +262,12 @@ class ResultStore:
             warn_user(f"result file {path} is corrupted or partial; task {key!r} will be recomputed",
                       CorruptResultWarning)
             return None
+        revision = data.get("revision", 1)
+        if revision != ESTIMATOR_REVISION:
+            warn_user(f"result file {path} was written by estimator revision {revision!r}, not this scarce's "
+                      f"{ESTIMATOR_REVISION}; task {key!r} will be recomputed so that results of two "
+                      "revisions never mix", StaleResultWarning)
+            return None
         return data
 
     def load(self, key: str) -> dict[str, Any] | None:
@@ -284,7 +299,8 @@ class ResultStore:
         """
         body = json.loads(_canonical(dict(payload)))
         timing = body.pop(TIMING, None)
-        record = {"key": key, "fingerprint": self.fingerprint, "seed": seed, "provenance": provenance(),
+        record = {"key": key, "fingerprint": self.fingerprint, "revision": ESTIMATOR_REVISION, "seed": seed,
+                  "provenance": provenance(),
                   "checksum": hashlib.sha256(_canonical(body).encode()).hexdigest(), "payload": body}
         if timing is not None:
             record[TIMING] = timing
