@@ -92,22 +92,58 @@ def test_label_oracle_answers_in_eval_mode_and_gives_each_module_its_own_mode_ba
 
 
 _GLOBAL_NET = None
+_GLOBAL_LIST: list = []
+_LAZY = None
 
 
 def _labels_through_a_global(x):
     return _GLOBAL_NET.logits_and_features(x)[0].argmax(1)
 
 
+def _labels_in_a_comprehension(x):  # the global is read inside the comprehension's own code
+    return torch.cat([_GLOBAL_NET.logits_and_features(b)[0].argmax(1) for b in x.split(7)])
+
+
+def _labels_from_a_list(x):
+    return _GLOBAL_LIST[0].logits_and_features(x)[0].argmax(1)
+
+
+def _labels_loaded_on_first_call(x):
+    global _LAZY
+    if _LAZY is None:
+        _LAZY = _GLOBAL_NET
+    return _LAZY.logits_and_features(x)[0].argmax(1)
+
+
+class _Unreadable:
+    """A client object whose attributes raise (pytest's own probes of a module's names pass)."""
+
+    def __getattr__(self, name):
+        if name.startswith(("__", "pytest")):
+            raise AttributeError(name)
+        raise RuntimeError("not connected")
+
+
+_PROXY = _Unreadable()
+
+
+def _labels_beside_an_unreadable_global(x):
+    _PROXY  # noqa: B018 - read, as a client object beside the model would be
+    return _GLOBAL_NET.logits_and_features(x)[0].argmax(1)
+
+
 def test_a_label_function_answers_through_its_models_in_eval_mode_and_gives_their_modes_back():
-    """A function over a network in training mode (closure, module-level name, bound method,
-    partial, callable object): the network answers in eval mode, so dropout does not change the
-    labels from call to call, and each module gets its own flag back."""
+    """A function over a network in training mode (closure, module-level name, comprehension,
+    list, bound method, partial, callable object, beside a global that raises when read): the
+    network answers in eval mode, so dropout does not change the labels from call to call, and
+    each module gets its own flag back."""
     import functools
 
     from scarce.applications.vision.access import LabelFunction
 
     global _GLOBAL_NET
     net = _GLOBAL_NET = _NormedNet().train()
+    _GLOBAL_LIST[:] = [net]
     net.hidden[2].eval()
     modes = [m.training for m in net.modules()]
 
@@ -118,15 +154,22 @@ def test_a_label_function_answers_through_its_models_in_eval_mode_and_gives_thei
         def __call__(self, x):
             return self.model.logits_and_features(x)[0].argmax(1)
 
+        def predict(self, x):
+            return self(x)
+
     targets = [lambda x: net.logits_and_features(x)[0].argmax(1), _labels_through_a_global, Caller(net),
-               Caller(net).__call__, functools.partial(lambda m, x: m.logits_and_features(x)[0].argmax(1), net)]
+               Caller(net).__call__, Caller(net).predict, _labels_in_a_comprehension, _labels_from_a_list,
+               _labels_beside_an_unreadable_global,
+               functools.partial(lambda m, x: m.logits_and_features(x)[0].argmax(1), net)]
     x = torch.rand((40, 1, 28, 28))
     with torch.no_grad():
         expected = _NormedNet().eval().logits_and_features(x)[0].argmax(1).tolist()  # the same weights
     for fn in targets:
         target = LabelFunction(fn)
-        assert [target.predict_labels(x).tolist() for _ in range(3)] == [expected] * 3
+        assert [target.predict_labels(x).tolist() for _ in range(3)] == [expected] * 3, fn
         assert [m.training for m in net.modules()] == modes
+    lazy = LabelFunction(_labels_loaded_on_first_call)  # seen from the call after the one that loads it
+    assert [lazy.predict_labels(x).tolist() for _ in range(3)][1:] == [expected] * 2
     assert LabelFunction(lambda x: np.zeros(len(x), dtype=int)).modules() == []
 
 

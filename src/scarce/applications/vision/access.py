@@ -84,12 +84,14 @@ class LabelFunction:
     is (:func:`ask_target`, then one label per input).
 
     A torch model answers in eval mode, as ``model=`` does: one in training mode changes as it
-    answers (batch norm's running statistics) and answers at random (dropout). The modules the
-    function reaches directly (:func:`reachable_modules`: the function itself, a bound method's
-    object, a ``functools.partial``'s function and arguments, its closure, the module-level names
-    its code reads) are switched to eval mode for each call and get their own flags back after
-    it (:func:`~scarce.applications.vision.problem.modes_kept`). A model held deeper (an attribute
-    of another object) is not seen: put it in eval mode before the run.
+    answers (batch norm's running statistics) and answers at random (dropout). Before each call
+    the modules the function reaches are found (:func:`reachable_modules`: through its closure,
+    the module-level names its code reads, comprehensions included, attributes of an imported
+    module it names, a bound method's object and that object's attributes, a
+    ``functools.partial``, a callable object's attributes, and the items of a list, tuple or
+    dict it holds), switched to eval mode for the call, and given their own flags back after it
+    (:func:`~scarce.applications.vision.problem.modes_kept`). A model held deeper than two such
+    steps is not seen: put it in eval mode before the run.
     """
 
     def __init__(self, fn: Any) -> None:
@@ -97,27 +99,31 @@ class LabelFunction:
             raise ScarceError(f"target must be callable (a batch to labels) or have predict_labels(x); "
                               f"got {type(fn).__name__}")
         self._fn = fn
-        self._modules = reachable_modules(fn)
 
     def modules(self) -> list[Any]:
-        """Every submodule of the torch modules the function reaches (:func:`reachable_modules`)."""
-        return [m for module in self._modules for m in module.modules()]
+        """Every submodule of the torch modules the function reaches now (:func:`reachable_modules`)."""
+        return [m for module in reachable_modules(self._fn) for m in module.modules()]
 
     def predict_labels(self, x: Any) -> Any:
-        """``fn(x)``, with the modules it reaches in eval mode for the call."""
-        if not self._modules:
+        """``fn(x)``, with the modules it reaches in eval mode for the call (found anew each call:
+        a model the function loads into a global on its first call is seen from the second)."""
+        modules = reachable_modules(self._fn)
+        if not modules:
             return self._fn(x)
-        with modes_kept(*self._modules):
-            for module in self._modules:
+        with modes_kept(*modules):
+            for module in modules:
                 module.eval()
             return self._fn(x)
 
 
+#: Items of a list, tuple or dict :func:`reachable_modules` looks into (a large container holds data, not models).
+_MAX_ITEMS = 64
+
+
 def reachable_modules(fn: Any, depth: int = 2) -> list[Any]:
     """The torch modules (anything with ``modules()``, ``eval()`` and a boolean ``training``) that
-    ``fn`` reaches within ``depth`` steps: ``fn`` itself, a bound method's object, a callable
-    object's attributes, a ``functools.partial``'s function and arguments, the cells of a
-    function's closure and the module-level names its code reads. Each appears once."""
+    ``fn`` reaches within ``depth`` steps (:func:`_referents` says what one step is). Each appears
+    once. An object whose attributes raise when read is passed over."""
     seen: dict[int, Any] = {}
     visited: set[int] = set()
     pending = [(fn, 0)]
@@ -126,29 +132,62 @@ def reachable_modules(fn: Any, depth: int = 2) -> list[Any]:
         if id(obj) in visited:
             continue
         visited.add(id(obj))
-        if isinstance(getattr(obj, "training", None), bool) and callable(getattr(obj, "modules", None)) \
-                and callable(getattr(obj, "eval", None)):
+        if _is_module(obj):
             seen.setdefault(id(obj), obj)
         elif step < depth:
             pending.extend((referent, step + 1) for referent in _referents(obj))
     return list(seen.values())
 
 
+def _is_module(obj: Any) -> bool:
+    try:
+        return isinstance(getattr(obj, "training", None), bool) and callable(getattr(obj, "modules", None)) \
+            and callable(getattr(obj, "eval", None))
+    except Exception:  # a proxy whose attributes raise: not a module we can switch  # noqa: BLE001
+        return False
+
+
 def _referents(obj: Any) -> list[Any]:
-    """What a callable answers through, one step down (see :func:`reachable_modules`)."""
+    """What ``obj`` answers through, one step down: a partial's function and arguments; a bound
+    method's object and function; a function's closure cells, the globals its code names
+    (nested code, as comprehensions compile to, included) and, for a global that is a module,
+    that module's attributes of those names; the attributes of any other instance; the first
+    items of a list, tuple or dict. Modules and classes are not opened wholesale."""
     import functools
     import types
 
-    if isinstance(obj, functools.partial):
-        return [obj.func, *obj.args, *obj.keywords.values()]
-    if isinstance(obj, types.MethodType):
-        return [obj.__self__, obj.__func__]
-    if isinstance(obj, types.FunctionType):
-        cells = [cell.cell_contents for cell in (obj.__closure__ or ()) if _filled(cell)]
-        return cells + [obj.__globals__[name] for name in obj.__code__.co_names if name in obj.__globals__]
-    if callable(obj) and not isinstance(obj, type) and hasattr(obj, "__dict__"):
-        return list(vars(obj).values())  # a callable object: what it holds
-    return []
+    try:
+        if isinstance(obj, functools.partial):
+            return [obj.func, *obj.args, *obj.keywords.values()]
+        if isinstance(obj, types.MethodType):
+            return [obj.__self__, obj.__func__]
+        if isinstance(obj, types.FunctionType):
+            return _function_referents(obj)
+        if isinstance(obj, (list, tuple)):
+            return list(obj[:_MAX_ITEMS])
+        if isinstance(obj, dict):
+            return list(obj.values())[:_MAX_ITEMS]
+        if isinstance(obj, (types.ModuleType, type)) or not hasattr(obj, "__dict__"):
+            return []
+        return list(vars(obj).values())
+    except Exception:  # noqa: BLE001 - an object that refuses to be read holds nothing we can switch
+        return []
+
+
+def _function_referents(fn: Any) -> list[Any]:
+    import types
+
+    names, codes = set(), [fn.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    found = [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
+    for value in (fn.__globals__[name] for name in names if name in fn.__globals__):
+        found.append(value)
+        if isinstance(value, types.ModuleType):  # mymodule.net: the attributes the code names
+            found.extend(getattr(value, name) for name in names if name in vars(value))
+    return found
 
 
 def _filled(cell: Any) -> bool:
