@@ -1,8 +1,10 @@
 """Subset Simulation's interval on the linear problem as the levels deepen and the chains a level thin out.
 
-For each dimension, probability and ``N`` asked, ``--reps`` runs (seeds ``0 .. reps - 1``) of
-``SubsetSimulation(n_samples=N, level_probability=P0)`` on ``linear(dim, probability)``, for each
-``P0`` of ``--level-probabilities`` (``auto``, the default, or numbers), print the mean
+For each dimension, probability and ``N`` asked, ``--reps`` runs (seeds from ``--first-seed``, 0 by default) of
+``SubsetSimulation(n_samples=N, level_probability=P0, cov_depth=D)`` on ``linear(dim, probability)``,
+for each ``P0`` of ``--level-probabilities`` (``auto``, the default, or numbers) and each ``D`` of
+``--cov-depths`` (the engine's ``auto`` by default; the runs are the same, only their CoV and
+interval differ), print the mean
 over the truth with its distance in standard errors, the 95% coverage (all runs, and the
 unflagged ones), how many intervals lie below the truth and above it, and the root mean square
 of the reported CoV over the observed one (all runs), and the mean queries a run. At
@@ -31,7 +33,8 @@ def main() -> None:
     parser.add_argument("--n-samples", default="500,1000,2000")
     parser.add_argument("--level-probabilities", default="auto")
     parser.add_argument("--reps", type=int, default=400)
-    parser.add_argument("--cov-depths", default="1", help="cov_depth values to run (comma-separated integers, 'all' or 'auto')")
+    parser.add_argument("--cov-depths", default="auto",
+                        help="cov_depth values to run (comma-separated integers, 'all' or 'auto', the engine's default)")
     parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
     depths = [d if d in ("all", "auto") else int(d) for d in args.cov_depths.split(",")]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from scarce import ScarceError, SubsetSimulation
+from scarce import BudgetExhaustedWarning, ScarceError, SubsetSimulation
 from scarce.estimators.chains import run_chains
 from scarce.estimators.subset import latin_hypercube_normal
 from scarce.kernels import ConditionalSampling
@@ -80,6 +80,11 @@ def test_auto_depth_takes_the_whole_genealogy_from_ten_levels_on():
     assert deep.ci() == results[1e-9, "all"].ci()
     wide = SubsetSimulation(n_samples=500).estimate(linear(dim=10, probability=1e-6), seed=3)
     assert wide.level_probability == 0.2 and len(wide.levels) >= 10 and wide.info["cov_depth_used"] == 1
+    # a run stopped short of the failure counts every level it reached: nine levels, eight of them
+    # intermediate, reach 1e-8
+    with pytest.warns(BudgetExhaustedWarning):
+        short = SubsetSimulation(n_samples=1000, max_levels=9).estimate(linear(dim=10, probability=1e-9), seed=3)
+    assert short.status == "max_levels" and len(short.levels) == 9 and short.info["cov_depth_used"] == "all"
 
 
 def test_chains_carry_the_parent_of_their_seed():

@@ -164,8 +164,9 @@ def latin_hypercube_normal(n: int, dim: int, rng: np.random.Generator, block: in
 
 
 #: Under ``cov_depth="auto"`` a run reports the variance over level-0 ancestors (``"all"``) when its
-#: intermediate levels reach this probability, ``p0^(L - 2) <= DEEP_RUN_PROBABILITY`` for ``L``
-#: levels (level 0 and the failure level included): ten levels at ``p0 = 0.1``. Shorter runs: depth 1.
+#: intermediate levels reach this probability, ``p0^K <= DEEP_RUN_PROBABILITY`` for ``K`` levels
+#: between level 0 and the failure level (or the last level of a run stopped short of it): ten
+#: levels in all at ``p0 = 0.1``. Shorter runs: depth 1.
 DEEP_RUN_PROBABILITY = 1e-8
 
 
@@ -735,7 +736,8 @@ class _Run:
         depth = self.config.cov_depth
         if depth != "auto":
             return depth
-        reach = (len(self.diagnostics) - 2) * math.log(1.0 / self.config.level_probability)
+        intermediate = sum(math.isfinite(level.threshold) for level in self.diagnostics)  # not level 0, nor the failure
+        reach = intermediate * math.log(1.0 / self.config.level_probability)
         return "all" if reach >= math.log(1.0 / DEEP_RUN_PROBABILITY) * (1.0 - 1e-12) else 1
 
     def _genealogy_variance(self, lineage: list, origin: bool = True) -> float:
