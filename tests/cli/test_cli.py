@@ -142,3 +142,19 @@ def test_stage_progress_off_a_terminal_prints_a_line_a_tenth_to_stderr(capsys):
     lines = err.splitlines()
     assert out == "" and lines[0] == "harvest: 1/40 task 1" and lines[1] == "harvest: 4/40 task 4"
     assert lines[-2:] == ["harvest: 40/40 done", "fit: 0/0 done"] and len(lines) == 12
+
+
+def test_run_warnings_name_a_few_stale_task_files_and_count_the_rest(capsys):
+    """After an upgrade every task of a run is of another estimator revision: the first few are
+    named, the rest counted in one line; a damaged file is always named."""
+    from scarce.checks import warn_user
+    from scarce.cli.common import run_warnings
+    from scarce.experiments.store import CorruptResultWarning, StaleResultWarning
+
+    with run_warnings():
+        for i in list(range(10)) + [4]:  # a file read twice is counted once
+            warn_user(f"result file t{i}.json was written by estimator revision 1", StaleResultWarning)
+        warn_user("result file bad.json is corrupted or partial", CorruptResultWarning)
+    err = capsys.readouterr().err
+    assert [f"t{i}.json" in err for i in range(10)] == [True] * 3 + [False] * 7
+    assert "7 more task files of another estimator revision were recomputed" in err and "bad.json" in err

@@ -208,9 +208,26 @@ class run_warnings:
         self._category = CorruptResultWarning
         return self
 
+    #: Task files of another estimator revision named one by one before the rest are counted.
+    STALE_SHOWN = 3
+
     def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+        from scarce.experiments.store import StaleResultWarning
+
         self._catch.__exit__(*exc)
+        said: set[str] = set()  # a file read twice (resumed, then reported) is named once
+        stale = 0
         for caught in self.caught:
-            if issubclass(caught.category, self._category):
-                typer.echo(f"warning: {caught.message}", err=True)
+            message = str(caught.message)
+            if not issubclass(caught.category, self._category) or message in said:
+                continue
+            said.add(message)
+            if issubclass(caught.category, StaleResultWarning):  # after an upgrade: every task of a run
+                stale += 1
+                if stale > self.STALE_SHOWN:
+                    continue
+            typer.echo(f"warning: {message}", err=True)
+        if stale > self.STALE_SHOWN:
+            typer.echo(f"warning: {stale - self.STALE_SHOWN} more task files of another estimator revision were "
+                       "recomputed", err=True)
         return False
