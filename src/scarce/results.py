@@ -12,12 +12,17 @@ from scarce.envelope import Envelope, clopper_pearson, lognormal_interval
 
 #: Why a run stopped.
 STATUSES = ("converged", "stalled", "max_levels", "budget")
-#: The revision of what the estimators return for a given seed and model (estimate, CoV,
-#: interval). Raised with every change that alters it, so that a run directory never mixes
-#: results of two revisions (:class:`scarce.experiments.store.ResultStore`). Results stored
-#: before revisions were recorded count as revision 1; 2 is the whole genealogy's CoV for
-#: deep Subset Simulation runs (``cov_depth="auto"``).
-ESTIMATOR_REVISION = 2
+#: The revision of what each estimator returns for a given seed and model (estimate, CoV,
+#: interval), by :attr:`EstimateResult.method`. Raised with every change that alters it, so that a
+#: run directory never mixes results of two revisions (:class:`scarce.experiments.store.ResultStore`).
+#: A method not listed, and every result stored before revisions were recorded, is at revision 1;
+#: Subset Simulation's 2 is the whole genealogy's CoV for deep runs (``cov_depth="auto"``).
+ESTIMATOR_REVISIONS: dict[str, int] = {"subset_simulation": 2}
+
+
+def estimator_revision(method: str) -> int:
+    """The current revision of ``method``'s results (:data:`ESTIMATOR_REVISIONS`; 1 when unlisted)."""
+    return ESTIMATOR_REVISIONS.get(method, 1)
 #: Chains the first level with a failure must have before a lineage count can flag thin evidence.
 THIN_EVIDENCE_MIN_CHAINS = 20
 #: When failures first appear in Markov chains rather than among independent draws, the least

@@ -102,15 +102,18 @@ def test_a_task_file_of_another_estimator_revision_is_left_out_and_named(tmp_pat
 
     old_run = tmp_path / "old"
     shutil.copytree(finished_run, old_run)
-    victim = sorted((old_run / "tasks").glob("eval-*.json"))[0]
+    victim = next(path for path in sorted((old_run / "tasks").glob("eval-*.json"))
+                  if "subset_simulation" in json.loads(path.read_text())["revisions"])
+    amls = next(path for path in sorted((old_run / "tasks").glob("eval-*.json")) if "amls" in path.name)
     record = json.loads(victim.read_text())
-    del record["revision"]  # as written before revisions were recorded
+    record["revisions"] = {"subset_simulation": 1}  # as written before Subset Simulation's revision 2
     victim.write_text(json.dumps(record))
     result = runner.invoke(app, ["vision", "report", "--run-dir", str(old_run)])
     assert result.exit_code == 0, result.output
     report = (old_run / "report" / "report.md").read_text()
     assert "task files left out" in report and victim.name in report
     assert f"{victim} is of another estimator revision and left out of the report" in result.output
+    assert amls.name not in report  # AMLS was not revised: its results stay in
 
 
 def test_a_removed_task_file_is_named_by_the_report_command(tmp_path, finished_run):

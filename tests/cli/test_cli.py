@@ -153,7 +153,7 @@ def test_run_warnings_name_a_few_stale_task_files_and_count_the_rest(capsys):
 
     with run_warnings():
         for i in list(range(10)) + [4]:  # a file read twice is counted once
-            warn_user(f"result file t{i}.json was written by estimator revision 1", StaleResultWarning)
+            warn_user(f"result file t{i}.json holds results of subset_simulation at revision 1", StaleResultWarning)
         warn_user("result file bad.json is corrupted or partial", CorruptResultWarning)
     err = capsys.readouterr().err
     assert [f"t{i}.json" in err for i in range(10)] == [True] * 3 + [False] * 7

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
 
 from conftest import dead_pid as _dead_pid
 from scarce._atomic import FOREIGN_TEMPORARY_AGE, _host, atomic_write_text
-from scarce.experiments.store import CorruptResultWarning, ResultStore, StaleResultWarning
-from scarce.results import ESTIMATOR_REVISION
+from scarce.experiments.store import CorruptResultWarning, ResultStore, StaleResultWarning, estimate_methods
+from scarce.results import estimator_revision
 
 
 
@@ -113,35 +114,64 @@ def test_a_task_file_that_kept_its_timing_inside_still_reads(tmp_path):
     body = {"value": 1, "timing": {"wall": 0.5}}
     record = {"key": "old", "fingerprint": store.fingerprint, "seed": None, "provenance": {},
               "checksum": hashlib.sha256(_canonical(body).encode()).hexdigest(), "payload": body,
-              "revision": ESTIMATOR_REVISION}
+              "revisions": {}}
     (tmp_path / "run" / "tasks").mkdir(exist_ok=True)
     (tmp_path / "run" / "tasks" / "old.json").write_text(json.dumps(record))
     assert store.load("old") == {"value": 1} and store.timing("old") == {"wall": 0.5}
 
 
-@pytest.mark.parametrize("revision", [None, 1, ESTIMATOR_REVISION + 1, "2"])
+_SS = {"method": "subset_simulation", "probability": 1e-6, "cov": 0.3}
+
+
+@pytest.mark.parametrize("revision", [None, 1, estimator_revision("subset_simulation") + 1, "2", [2]])
 def test_a_task_file_of_another_estimator_revision_is_recomputed_not_mixed_in(tmp_path, revision):
-    """A resumed run never mixes results of two estimator revisions: a task stored by another one
-    (or before revisions were recorded) warns, reads as missing, and is computed again."""
+    """A resumed run never mixes results of two revisions of an estimator: a task whose Subset
+    Simulation result was stored at another revision (or before revisions were recorded) warns,
+    reads as missing, and is computed again."""
     import json
 
     store = ResultStore(tmp_path / "run", {"name": "x"})
-    store.save("a", {"value": 1})
+    store.save("a", {"result": _SS, "label": 3})
     path = tmp_path / "run" / "tasks" / "a.json"
     record = json.loads(path.read_text())
-    assert record["revision"] == ESTIMATOR_REVISION and store.load("a") == {"value": 1}
+    assert record["revisions"] == {"subset_simulation": 2} and store.load("a") == {"result": _SS, "label": 3}
     if revision is None:
-        del record["revision"]
+        del record["revisions"]
     else:
-        record["revision"] = revision
+        record["revisions"] = {"subset_simulation": revision}
     path.write_text(json.dumps(record))
-    with pytest.warns(StaleResultWarning, match=f"estimator revision {(revision or 1)!r}, not this scarce's "
-                                                f"{ESTIMATOR_REVISION}; task 'a' will be recomputed"):
+    with pytest.warns(StaleResultWarning, match=re.escape(f"holds results of subset_simulation at revision "
+                                                          f"{(revision or 1)!r}, not this scarce's 2; task 'a' will "
+                                                          "be recomputed")):
         assert store.load("a") is None
     with pytest.warns(StaleResultWarning):
         assert list(store.items()) == []
-    store.save("a", {"value": 2})  # recomputed: the new record replaces it
-    assert store.load("a") == {"value": 2}
+    store.save("a", {"result": _SS, "label": 4})  # recomputed: the new record replaces it
+    assert store.load("a")["label"] == 4
+
+
+def test_task_files_without_a_revised_estimator_are_kept_across_revisions(tmp_path):
+    """Counts, fitted rulers and Monte Carlo results do not change with Subset Simulation's
+    revision: written before revisions were recorded, they still read. An LLM sweep's cascade
+    runs of then (run records with levels, no method) are Subset Simulation's, and stale."""
+    import json
+    import warnings
+
+    store = ResultStore(tmp_path / "run", {"name": "x"})
+    payloads = {"counts": {"n": 1000, "failures": 3}, "mc": {"result": {"method": "monte_carlo", "cov": 0.5}},
+                "cell": {"kind": "cell", "runs": [{"p": 1e-5, "cov": 0.2, "levels": 5}]}}
+    for key, payload in payloads.items():
+        store.save(key, payload)
+        path = tmp_path / "run" / "tasks" / f"{key}.json"
+        record = json.loads(path.read_text())
+        del record["revisions"]
+        path.write_text(json.dumps(record))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StaleResultWarning)
+        assert store.load("counts") == payloads["counts"] and store.load("mc") == payloads["mc"]
+    with pytest.warns(StaleResultWarning, match="subset_simulation at revision 1"):
+        assert store.load("cell") is None
+    assert estimate_methods({"runs": [{"method": "subset_simulation", "cov": 0.1}]}) == {"subset_simulation"}
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])

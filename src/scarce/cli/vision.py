@@ -178,7 +178,7 @@ def _readable_rows(store, result_rows):  # type: ignore[no-untyped-def]
     for w in caught:
         if issubclass(w.category, CorruptResultWarning):
             stale = issubclass(w.category, StaleResultWarning)
-            path = str(w.message).removeprefix("result file ").split(" was written by" if stale else " is corrupted")[0]
+            path = str(w.message).removeprefix("result file ").split(" holds results of" if stale else " is corrupted")[0]
             left_out.append((path, "of another estimator revision" if stale else "damaged"))
     return frame, left_out
 

@@ -10,8 +10,9 @@ Each task file is written atomically (a temporary file in the same directory, fl
 ``os.replace``), so a reader sees either the whole file or none. A file that does not parse or
 whose checksum does not match (a partial write by another tool, a disk error) is reported and
 treated as missing, so the task is recomputed; so is one written by estimators of another
-revision (:data:`scarce.results.ESTIMATOR_REVISION`: a change to what they return for a seed),
-so a resumed run never mixes two. Opening a run directory made with a different
+revision (:data:`scarce.results.ESTIMATOR_REVISIONS`: a change to what one returns for a seed),
+so a resumed run never mixes two; task files without estimates (Monte Carlo checkpoints of
+counts, fitted rulers) are not touched by it. Opening a run directory made with a different
 configuration is refused: results of two configurations never mix, and a ``config.json`` whose
 stored fingerprint is not the sha256 of the configuration it holds is refused as damaged.
 
@@ -38,9 +39,9 @@ from typing import Any
 from scarce._atomic import atomic_write_text, remove_stale_temporaries
 from scarce.checks import warn_user
 from scarce.errors import ScarceError, ScarceWarning
-from scarce.results import ESTIMATOR_REVISION
+from scarce.results import estimator_revision
 
-__all__ = ["CorruptResultWarning", "ResultStore", "RunDirectoryError", "StaleResultWarning", "check_run_dir",
+__all__ = ["CorruptResultWarning", "ResultStore", "RunDirectoryError", "StaleResultWarning", "check_run_dir", "estimate_methods",
            "config_fingerprint", "provenance"]
 
 
@@ -49,8 +50,39 @@ class CorruptResultWarning(ScarceWarning):
 
 
 class StaleResultWarning(CorruptResultWarning):
-    """A task file was written by estimators of another revision
-    (:data:`scarce.results.ESTIMATOR_REVISION`); the task will be recomputed."""
+    """A task file holds results of an estimator at another revision
+    (:data:`scarce.results.ESTIMATOR_REVISIONS`); the task will be recomputed."""
+
+
+def estimate_methods(payload: Any) -> set[str]:
+    """The estimators whose results a task's payload holds: every mapping with a ``cov`` at its top
+    level, one level down or in a list one level down, by its ``method`` (an
+    :class:`~scarce.results.EstimateResult`'s dict), or ``"subset_simulation"`` for a run record
+    with ``levels`` and no method (an LLM sweep's cascade runs before they named it)."""
+    found: set[str] = set()
+    values = [payload]
+    if isinstance(payload, Mapping):
+        for value in payload.values():
+            values.extend(value if isinstance(value, list) else [value])
+    for value in values:
+        if isinstance(value, Mapping) and "cov" in value:
+            method = value.get("method", "subset_simulation" if "levels" in value else None)
+            if isinstance(method, str):
+                found.add(method)
+    return found
+
+
+def _stale_methods(record: dict[str, Any]) -> list[str]:
+    """``"METHOD at revision R, not C"`` for each estimator whose results ``record`` holds at a
+    revision other than the current one (a record without revisions: revision 1)."""
+    recorded = record.get("revisions")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    out = []
+    for method in sorted(estimate_methods(record["payload"])):
+        revision, current = recorded.get(method, 1), estimator_revision(method)
+        if revision != current:
+            out.append(f"{method} at revision {revision!r}, not this scarce's {current}")
+    return out
 
 
 def _canonical(data: Any) -> str:
@@ -262,11 +294,10 @@ class ResultStore:
             warn_user(f"result file {path} is corrupted or partial; task {key!r} will be recomputed",
                       CorruptResultWarning)
             return None
-        revision = data.get("revision", 1)
-        if revision != ESTIMATOR_REVISION:
-            warn_user(f"result file {path} was written by estimator revision {revision!r}, not this scarce's "
-                      f"{ESTIMATOR_REVISION}; task {key!r} will be recomputed so that results of two "
-                      "revisions never mix", StaleResultWarning)
+        stale = _stale_methods(data)
+        if stale:
+            warn_user(f"result file {path} holds results of {', '.join(stale)}; task {key!r} will be recomputed so "
+                      "that results of two revisions never mix", StaleResultWarning)
             return None
         return data
 
@@ -299,7 +330,8 @@ class ResultStore:
         """
         body = json.loads(_canonical(dict(payload)))
         timing = body.pop(TIMING, None)
-        record = {"key": key, "fingerprint": self.fingerprint, "revision": ESTIMATOR_REVISION, "seed": seed,
+        revisions = {method: estimator_revision(method) for method in sorted(estimate_methods(body))}
+        record = {"key": key, "fingerprint": self.fingerprint, "revisions": revisions, "seed": seed,
                   "provenance": provenance(),
                   "checksum": hashlib.sha256(_canonical(body).encode()).hexdigest(), "payload": body}
         if timing is not None:

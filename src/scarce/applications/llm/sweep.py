@@ -448,7 +448,7 @@ def _cascade_runs(fleet: Fleet, tau: float, n: int, runs: int, p0: float, stop_f
         for child in seed.spawn(runs):
             result = estimator.estimate(problem, seed=child)
             lo, hi = result.ci(0.95)
-            out.append({"p": result.probability, "cov": result.cov, "ci": [lo, hi],
+            out.append({"method": result.method, "p": result.probability, "cov": result.cov, "ci": [lo, hi],
                         "queries": result.n_queries, "seconds": result.wall_time,
                         "levels": len(result.levels), "reached": result.reached_failure,
                         "flags": list(result.flags)})
