@@ -140,10 +140,20 @@ def reachable_modules(fn: Any, depth: int = 2) -> list[Any]:
 
 
 def _is_module(obj: Any) -> bool:
+    """Whether ``obj`` is a torch module (scripted ones included), or looks like one when read
+    without running its code (no property, no ``__getattr__``: :func:`inspect.getattr_static`),
+    since the scan runs before every call."""
+    import inspect
+    import sys
+
+    torch = sys.modules.get("torch")  # a function over a torch model has imported it
+    if torch is not None and isinstance(obj, torch.nn.Module):
+        return True
     try:
-        return isinstance(getattr(obj, "training", None), bool) and callable(getattr(obj, "modules", None)) \
-            and callable(getattr(obj, "eval", None))
-    except Exception:  # a proxy whose attributes raise: not a module we can switch  # noqa: BLE001
+        return isinstance(inspect.getattr_static(obj, "training", None), bool) \
+            and callable(inspect.getattr_static(obj, "modules", None)) \
+            and callable(inspect.getattr_static(obj, "eval", None))
+    except Exception:  # noqa: BLE001 - an object that refuses even a static read is not one we can switch
         return False
 
 
@@ -154,6 +164,7 @@ def _referents(obj: Any) -> list[Any]:
     that module's attributes of those names; the attributes of any other instance; the first
     items of a list, tuple or dict. Modules and classes are not opened wholesale."""
     import functools
+    import itertools
     import types
 
     try:
@@ -166,10 +177,10 @@ def _referents(obj: Any) -> list[Any]:
         if isinstance(obj, (list, tuple)):
             return list(obj[:_MAX_ITEMS])
         if isinstance(obj, dict):
-            return list(obj.values())[:_MAX_ITEMS]
-        if isinstance(obj, (types.ModuleType, type)) or not hasattr(obj, "__dict__"):
+            return list(itertools.islice(obj.values(), _MAX_ITEMS))  # not a copy of a large dict
+        if isinstance(obj, (types.ModuleType, type)):
             return []
-        return list(vars(obj).values())
+        return list(itertools.islice(vars(obj).values(), _MAX_ITEMS))
     except Exception:  # noqa: BLE001 - an object that refuses to be read holds nothing we can switch
         return []
 
@@ -186,7 +197,11 @@ def _function_referents(fn: Any) -> list[Any]:
     for value in (fn.__globals__[name] for name in names if name in fn.__globals__):
         found.append(value)
         if isinstance(value, types.ModuleType):  # mymodule.net: the attributes the code names
-            found.extend(getattr(value, name) for name in names if name in vars(value))
+            try:
+                space = vars(value)
+                found.extend(space[name] for name in names if name in space)
+            except Exception:  # noqa: BLE001 - one odd module hides nothing else the function reaches
+                continue
     return found
 
 
