@@ -139,7 +139,7 @@ def test_a_label_function_answers_through_its_models_in_eval_mode_and_gives_thei
     each module gets its own flag back."""
     import functools
 
-    from scarce.applications.vision.access import LabelFunction
+    from scarce.applications.vision.access import LabelFunction, reachable_modules
 
     global _GLOBAL_NET
     net = _GLOBAL_NET = _NormedNet().train()
@@ -170,7 +170,7 @@ def test_a_label_function_answers_through_its_models_in_eval_mode_and_gives_thei
         assert [m.training for m in net.modules()] == modes
     lazy = LabelFunction(_labels_loaded_on_first_call)  # seen from the call after the one that loads it
     assert [lazy.predict_labels(x).tolist() for _ in range(3)][1:] == [expected] * 2
-    assert LabelFunction(lambda x: np.zeros(len(x), dtype=int)).modules() == []
+    assert reachable_modules(lambda x: np.zeros(len(x), dtype=int)) == []
 
 
 def test_margin_methods_are_refused_without_logits():

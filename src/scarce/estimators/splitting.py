@@ -79,8 +79,8 @@ def few_particles(n_samples: int, n_killed: int) -> bool:
     replica's estimate is skewed (mostly a little low, now and then far high) and the moves'
     bias shows (a copy moved ``T`` times stays near its parent); replicas that came out low
     also spread little, so Student's ``t`` on their spread falls short, and more replicas do not
-    cure it: the skew is each replica's own (the splitting benchmark page measures 0.82-0.93 at
-    such settings, against 0.944-0.950 at ``N = 100, k = 50`` and ``N = 1000, k = 500``).
+    cure it: the skew is each replica's own (the splitting benchmark page, "Splitting's interval
+    at the edges of its settings", has the coverage on both sides of the bar).
 
     >>> few_particles(1000, 500), few_particles(100, 99), few_particles(50, 25)
     (False, True, True)

@@ -234,8 +234,9 @@ class SubsetSimulation(Estimator):
         ``"auto"`` (default) takes ``"all"`` for runs whose intermediate levels reach
         :data:`DEEP_RUN_PROBABILITY` (ten levels at ``p0 = 0.1``) and 1 for shorter ones: over a
         few levels there is little such correlation to see and
-        the ancestors' sums are noisier than depth 1's, while a run a dozen levels deep on a
-        real network reports about 0.6 of its spread at depth 1 (module notes).
+        the ancestors' sums are noisier than depth 1's, while on a run a dozen levels deep on a
+        real network depth 1 falls well short of the spread (module notes; the engine benchmark
+        page, "The whole genealogy by default on deep runs").
         ``info["cov_depth_used"]`` says which a run took. Either way the CoV is at least that of
         the failures found below a level's boundary (module notes).
     stop_factor : float

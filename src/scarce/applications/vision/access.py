@@ -100,10 +100,6 @@ class LabelFunction:
                               f"got {type(fn).__name__}")
         self._fn = fn
 
-    def modules(self) -> list[Any]:
-        """Every submodule of the torch modules the function reaches now (:func:`reachable_modules`)."""
-        return [m for module in reachable_modules(self._fn) for m in module.modules()]
-
     def predict_labels(self, x: Any) -> Any:
         """``fn(x)``, with the modules it reaches in eval mode for the call (found anew each call:
         a model the function loads into a global on its first call is seen from the second)."""
