@@ -381,7 +381,7 @@ def lognormal_interval(
     ``level`` and a large CoV the shifted lower end would pass it; it is then ``P_hat``). An
     upper end beyond double precision is ``inf``; callers cap it at 1.
     """
-    from scipy.stats import norm, t
+    from scipy.special import ndtri, stdtrit  # the quantiles of scipy.stats.norm and t, without their per-call set-up
 
     from scarce.checks import as_double, check_in_interval
     from scarce.errors import ScarceError, show
@@ -399,7 +399,7 @@ def lognormal_interval(
         return (0.0, math.nan)
     s = math.sqrt(math.log1p(cov * cov) if cov < 1e150 else 2.0 * math.log(cov))  # cov^2 would overflow
     tail = 0.5 + level / 2.0
-    q = float(norm.ppf(tail)) if df is None else float(t.ppf(tail, df))
+    q = float(ndtri(tail)) if df is None else float(stdtrit(df, tail))
     centre = math.log(probability) + 0.5 * s * s
     low = min(probability, math.exp(centre - q * s))
     high = centre + q * s

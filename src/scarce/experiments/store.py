@@ -120,6 +120,21 @@ def _git_hash() -> str | None:
 PROVENANCE_PACKAGES = ("scarce", "numpy", "scipy", "scikit-learn", "torch", "transformers", "pandas")
 
 
+@functools.lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, str], ...]:
+    """Python's and :data:`PROVENANCE_PACKAGES`' versions, read once per process (each lookup scans
+    the installed distributions' metadata, and a run saves a task file per finished unit)."""
+    from importlib import metadata
+
+    versions = [("python", platform.python_version())]
+    for name in PROVENANCE_PACKAGES:
+        try:
+            versions.append((name, metadata.version(name)))
+        except metadata.PackageNotFoundError:
+            pass
+    return tuple(versions)
+
+
 def provenance() -> dict[str, Any]:
     """Versions, platform and git hash of the code that produced a result.
 
@@ -127,15 +142,7 @@ def provenance() -> dict[str, Any]:
     recording them imports nothing: an LLM sweep does not load torch to say which one is there.
     A package that is not installed is left out.
     """
-    from importlib import metadata
-
-    versions = {"python": platform.python_version()}
-    for name in PROVENANCE_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return {"versions": versions, "git": _git_hash(), "host": platform.node(),
+    return {"versions": dict(_versions()), "git": _git_hash(), "host": platform.node(),
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
