@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -186,14 +187,39 @@ def tiny_vision_run(tmp_path_factory):
     """``scarce vision --preset tiny`` run once: ``(run directory, the command's output)``.
 
     Tests that change the run work on a copy (``shutil.copytree``, which keeps the files' times).
+    The pytest-xdist workers share one run (:func:`made_once`).
     """
     pytest.importorskip("torch")
     pytest.importorskip("mlxtend")
+    return made_once(tmp_path_factory, "tiny-vision", _tiny_vision_run)
+
+
+def made_once(tmp_path_factory, name, make):  # type: ignore[no-untyped-def]
+    """``make(folder)`` for one folder per test session, shared by the pytest-xdist workers.
+
+    The first worker to ask makes it in the session's common temporary folder, under a file
+    lock, and the others wait and read it (pytest-xdist's documented recipe; its ``loadgroup``
+    mode does not group tests under pytest 9). ``make`` must find a folder it finished and
+    return its result without redoing the work. Without xdist, a folder of this session.
+    """
+    from filelock import FileLock
+
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return make(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent  # this session's folder, above every worker's own
+    with FileLock(str(shared / f"{name}.lock")):
+        return make(shared / name)
+
+
+def _tiny_vision_run(folder: Path) -> tuple[Path, str]:
+    """The tiny run in ``folder`` (made there unless a finished one and its output are there)."""
     from typer.testing import CliRunner
 
     from scarce.cli import app
 
-    run_dir = tmp_path_factory.mktemp("tiny-vision") / "run"
-    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir)])
-    assert result.exit_code == 0, result.output
-    return run_dir, result.output
+    run_dir, output = folder / "run", folder / "output.txt"
+    if not output.exists():
+        result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir)])
+        assert result.exit_code == 0, result.output
+        output.write_text(result.output)
+    return run_dir, output.read_text()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, made_once
 
 pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings")
@@ -51,13 +51,21 @@ def fenced_blocks(path: Path, languages: tuple[str, ...]) -> list[tuple[int, str
     return blocks
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site(tmp_path_factory):
-    out = tmp_path_factory.mktemp("site")
+    """The site built strictly, once for the session (the xdist workers share it: ``made_once``)."""
+    return made_once(tmp_path_factory, "site", _built_site)
+
+
+def _built_site(folder: Path) -> Path:
+    out, done = folder / "site", folder / "built"
+    if done.exists():
+        return out
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
                            cwd=REPO_ROOT, capture_output=True, text=True, env=env)
     assert build.returncode == 0, build.stdout + build.stderr
+    done.touch()
     return out
 
 

@@ -204,7 +204,7 @@ def test_cli_access_labels_runs_the_tiny_protocol_without_the_margin(tmp_path):
     import pandas as pd
 
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--access", "labels", "--run-dir", str(run_dir)])
+    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--executor", "serial", "--access", "labels", "--run-dir", str(run_dir)])
     assert result.exit_code == 0, result.output
     rows = pd.read_parquet(run_dir / "report" / "rows.parquet")
     methods = set(rows[rows.stage == "eval"].method)

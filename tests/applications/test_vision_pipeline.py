@@ -81,7 +81,7 @@ def test_cli_tiny_preset_runs_end_to_end_and_resumes(tmp_path, tiny_vision_run):
     assert len(tasks) == 6 + 2 * 3 + 2 * 4  # smc candidates, screening, held-out x methods
     # a task file lost after the run finished: the rerun sees the run unfinished and recomputes only that one
     tasks[-1].unlink()
-    second = runner.invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir)])
+    second = runner.invoke(app, ["vision", "--preset", "tiny", "--executor", "serial", "--run-dir", str(run_dir)])
     assert second.exit_code == 0, second.output
     after = {p.name: os.stat(p).st_mtime_ns for p in (run_dir / "tasks").glob("*.json")}
     assert after.keys() == stamps.keys()
@@ -115,7 +115,7 @@ def test_cli_tiny_preset_with_rulers_conditioned_on_the_seed_class(tmp_path):
     from scarce.rulers import ConditionedRuler
 
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--set", "conditioning=class",
+    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--executor", "serial", "--set", "conditioning=class",
                                       "--run-dir", str(run_dir)])
     assert result.exit_code == 0, result.output
     assert "one per class of the seed" in (run_dir / "report" / "report.md").read_text()
@@ -238,7 +238,7 @@ def test_cli_held_out_seeds_get_dense_truth_and_several_runs(tmp_path):
     import pandas as pd
 
     run_dir = tmp_path / "run"
-    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(run_dir), "--set", "n_runs=2",
+    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--executor", "serial", "--run-dir", str(run_dir), "--set", "n_runs=2",
                                       "--set", "truth_samples=8000", "--set", "min_truth_failures=20"])
     assert result.exit_code == 0, result.output
     rows = pd.read_parquet(run_dir / "report" / "rows.parquet")
@@ -259,7 +259,7 @@ def test_cli_held_out_seeds_get_dense_truth_and_several_runs(tmp_path):
 
 
 def test_no_held_out_seed_with_enough_truth_failures_is_a_clear_error(tmp_path):
-    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--run-dir", str(tmp_path / "run"),
+    result = CliRunner().invoke(app, ["vision", "--preset", "tiny", "--executor", "serial", "--run-dir", str(tmp_path / "run"),
                                       "--set", "max_probability=0.5", "--set", "truth_samples=1000",
                                       "--set", "min_truth_failures=900"])
     assert result.exit_code != 0
