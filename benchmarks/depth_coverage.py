@@ -7,7 +7,10 @@ for each ``P0`` of ``--level-probabilities`` (``auto``, the default, or numbers)
 interval differ), print the mean
 over the truth with its distance in standard errors, the 95% coverage (all runs, and the
 unflagged ones), how many intervals lie below the truth and above it, and the root mean square
-of the reported CoV over the observed one (all runs), and the mean queries a run. At
+of the reported CoV over the observed one (all runs), with the same in medians (the median
+reported CoV over the observed one), on the log scale (the mean reported log-variance
+``log(1 + CoV^2)`` over the variance of ``log P_hat``, square-rooted) and the 99th percentile of the
+reported CoV beside it, and the mean queries a run. At
 ``p0 = 0.1`` a probability of ``1e-k`` takes ``k`` levels of ``N / 10`` chains each.
 
     python benchmarks/depth_coverage.py --dims 4,20,100 --probabilities 1e-6 --n-samples 500,1000,2000 --reps 400
@@ -36,6 +39,8 @@ def main() -> None:
     parser.add_argument("--cov-depths", default="auto",
                         help="cov_depth values to run (comma-separated integers, 'all' or 'auto', the engine's default)")
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--by-reported", action="store_true",
+                        help="also split each row's runs into fifths by their reported log-variance")
     args = parser.parse_args()
     depths = [d if d in ("all", "auto") else int(d) for d in args.cov_depths.split(",")]
     levels = [p0 if p0 == "auto" else float(p0) for p0 in args.level_probabilities.split(",")]
@@ -50,6 +55,8 @@ def main() -> None:
                             runs = [estimator.estimate(linear(dim=dim, probability=probability), seed=s)
                                     for s in range(args.first_seed, args.first_seed + args.reps)]
                         _row(runs, dim, probability, n, p0, depth)
+                        if args.by_reported:
+                            _by_reported(runs, probability)
 
 
 def _row(runs: list, dim: int, truth: float, n: int, p0: object, depth: object) -> None:
@@ -65,7 +72,33 @@ def _row(runs: list, dim: int, truth: float, n: int, p0: object, depth: object) 
           f"queries {np.mean([r.n_queries for r in runs]):.0f}, mean/truth {p.mean() / truth:.3f} z {(p.mean() - truth) / (p.std(ddof=1) / math.sqrt(p.size)):+.1f} "
           f"coverage {held.mean():.3f} (unflagged {held[clean].mean() if clean.any() else math.nan:.3f} of {int(clean.sum())}) "
           f"intervals below the truth {int((truth > ci[:, 1]).sum())}, above {int((truth < ci[:, 0]).sum())}; "
-          f"reported/observed CoV {ratio:.2f}", flush=True)
+          f"reported/observed CoV {ratio:.2f} (medians {np.median(cov) / observed:.2f}; "
+          f"log scale {_log_ratio(p, cov):.2f}; reported CoV 99th percentile {np.quantile(cov, 0.99):.2f})", flush=True)
+
+
+def _by_reported(runs: list, truth: float) -> None:
+    """The runs in fifths by reported log-variance ``s^2``: its mean, the mean squared error of
+    ``log P_hat + s^2 / 2`` (the centre of the interval) about ``log P``, and the coverage.
+    Whether a run's reported variance tells how far that run erred."""
+    p = np.array([r.probability for r in runs])
+    s2 = np.log1p(np.array([r.cov for r in runs]) ** 2)
+    kept = np.flatnonzero((p > 0) & np.isfinite(s2))
+    held = np.array([lo <= truth <= hi for lo, hi in (r.ci(0.95) for r in runs)])
+    error = (np.log(p[kept] / truth) + 0.5 * s2[kept]) ** 2
+    for fifth in np.array_split(np.argsort(s2[kept]), 5):
+        print(f"    reported s^2 {s2[kept][fifth].mean():.3f}: squared log-error {error[fifth].mean():.3f}, "
+              f"coverage {held[kept][fifth].mean():.3f} ({fifth.size} runs)", flush=True)
+
+
+def _log_ratio(p: np.ndarray, cov: np.ndarray) -> float:
+    """``sqrt(mean s^2 / var log P_hat)`` over the runs with an estimate, ``s^2 = log(1 + CoV^2)``.
+
+    The reported log-variance against the observed one: the scale on which the interval is set,
+    and on which a few runs' very large reported CoVs weigh as log-variances, not as squared CoVs.
+    """
+    kept = (p > 0) & np.isfinite(cov)
+    observed = float(np.var(np.log(p[kept]))) if kept.sum() > 1 else 0.0
+    return math.sqrt(float(np.mean(np.log1p(cov[kept] ** 2))) / observed) if observed > 0 else math.nan
 
 
 if __name__ == "__main__":
