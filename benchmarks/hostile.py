@@ -7,7 +7,10 @@ standard errors of the mean (the runs' own spread), the 95% interval coverage ov
 over reached runs and over the unflagged reached runs, the share of runs that reached the
 failure event, carry a flag, or carry the thin-evidence flag, and the reported over the observed
 CoV of the unflagged reached runs (the median reported CoV, and their root mean square, the
-scale on which variances add). "missed below" and "missed above" split the unflagged runs'
+scale on which variances add). The observed CoV there is the unflagged runs' spread over their
+own mean; the flags select runs, and where the selected runs' mean is not the truth
+("unfl. mean/truth") that spread understates their error, so "CoV rms/err" sets the root mean
+square reported CoV against their root mean square relative error about the truth. "missed below" and "missed above" split the unflagged runs'
 misses: the share whose interval lies below the truth (its upper end under it) and above it; an
 equal-tailed 95% interval puts 2.5% on each side.
 
@@ -113,6 +116,9 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
     groups = [] if by_level is None else _by_count(name, by_level, np.array(counts), est / truth if truth else est,
                                                     covered, cov)
     observed = est[plain].std(ddof=1) / est[plain].mean() if plain.sum() > 2 and est[plain].mean() > 0 else math.nan
+    # the unflagged runs' relative error about the truth: their own spread over their own mean
+    # understates it when the flag selects runs whose mean is not the truth
+    error = math.sqrt(float(np.mean((est[plain] / truth - 1.0) ** 2))) if truth and plain.sum() > 2 else math.nan
     return {
         "truth": truth, "mean/truth": est.mean() / truth if truth else est.mean(), "z": z,
         "coverage": covered.mean(), "coverage reached": covered[reached].mean() if reached.any() else math.nan,
@@ -122,6 +128,8 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         "missed above": float(np.mean(bounds[plain, 0] > truth)) if plain.any() else math.nan,
         "CoV rep/obs": float(np.median(cov[plain])) / observed if observed == observed else math.nan,
         "CoV rms/obs": float(np.sqrt(np.mean(cov[plain] ** 2))) / observed if observed == observed else math.nan,
+        "unfl. mean/truth": float(est[plain].mean()) / truth if truth and plain.any() else math.nan,
+        "CoV rms/err": float(np.sqrt(np.mean(cov[plain] ** 2))) / error if error > 0 else math.nan,
         "seconds": time.perf_counter() - start, "groups": groups,
     }
 
@@ -182,7 +190,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown scenarios {unknown}; choose from {sorted(SCENARIOS)}")
     columns = ["truth", "mean/truth", "z", "coverage", "coverage reached", "cov. unflagged", "missed below",
-               "missed above", "reached", "flagged", "thin", "CoV rep/obs", "CoV rms/obs", "seconds"]
+               "missed above", "reached", "flagged", "thin", "CoV rep/obs", "CoV rms/obs", "unfl. mean/truth",
+               "CoV rms/err", "seconds"]
     p0 = auto_level_probability(args.n_samples)  # the engine's default, level_probability="auto"
     print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = {p0:g} ('auto'), cov_depth {args.cov_depth}, "
           f"stop_factor {args.stop_factor:g}, first level {args.first_level}, "
