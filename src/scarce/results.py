@@ -25,6 +25,9 @@ def estimator_revision(method: str) -> int:
     return ESTIMATOR_REVISIONS.get(method, 1)
 #: Chains the first level with a failure must have before a lineage count can flag thin evidence.
 THIN_EVIDENCE_MIN_CHAINS = 20
+#: Below this many degrees of freedom of its interval's ``t`` quantile, a result's summary names
+#: them: its CoV is then a variance measured on a few lineages (:meth:`EstimateResult.degrees_of_freedom`).
+FEW_DEGREES_OF_FREEDOM = 5.0
 #: When failures first appear in Markov chains rather than among independent draws, the least
 #: fraction of that level's chains they must descend from (below it: thin evidence).
 THIN_EVIDENCE_CHAIN_FRACTION = 0.05
@@ -326,9 +329,14 @@ class EstimateResult:
         """The estimate in two lines: probability, CoV, interval, queries, levels; then any flags.
 
         A run that did not reach the failure shows its interval ``[0, upper bound]`` and says so.
+        A CoV whose interval takes fewer than :data:`FEW_DEGREES_OF_FREEDOM` degrees of freedom
+        (:meth:`degrees_of_freedom`) is shown with them.
         """
         low, high = self.ci(confidence)
         cov = "inf" if math.isinf(self.cov) else ("nan" if math.isnan(self.cov) else f"{self.cov:.3g}")
+        df = self.degrees_of_freedom()
+        if df is not None and df < FEW_DEGREES_OF_FREEDOM:
+            cov += f" on {df:.3g} degree{'' if df == 1.0 else 's'} of freedom"
         n = len(self.levels)
         levels = f", {n} level{'s' if n != 1 else ''}" if n else ""
         line = (f"{self.method}: P = {self.probability:.4g} (CoV {cov}, {confidence:.0%} CI [{low:.3g}, {high:.3g}]), "
@@ -397,6 +405,25 @@ class EstimateResult:
             upper = clopper_pearson(first.n_failed, self.n_samples, level)[1]
             return (0.0, min(1.0, max(hi, upper)))
         return (lo, min(hi, 1.0))
+
+    def degrees_of_freedom(self) -> float | None:
+        """Degrees of freedom of the Student ``t`` quantile :meth:`ci` takes, or None where it takes none.
+
+        None where the interval is not the log-normal one of a measured CoV: Clopper-Pearson (Monte
+        Carlo, an estimate read off the first level, a run that did not reach the failure), a
+        thin-evidence run's ``[0, u]``, a result without a lineage count (a normal quantile).
+        Otherwise the count :meth:`ci` describes (``G - 1``, ``G_eff - 1``, Satterthwaite's, or
+        ``R - 1`` for replicas). With few of them the CoV is a variance measured on a few
+        independent lineages, itself uncertain, and under a score that orders the failures only
+        partly it can fall far short of the estimate's error about the truth; the interval, widened
+        by the ``t`` quantile, is then the error bar (benchmark pages: "The unflagged weak runs'
+        error about the truth").
+        """
+        if (self.interval == "clopper-pearson" or not self.levels or not self.reached_failure
+                or self._read_off_first_level() or self.probability <= 0.0 or not math.isfinite(self.cov)
+                or self.cov == 0.0 or self.thin_evidence):
+            return None
+        return self._degrees_of_freedom()
 
     def _read_off_first_level(self) -> bool:
         """Whether the estimate is the failed fraction of the first level's independent draws.

@@ -63,3 +63,41 @@ def test_a_string_field_reading_nan_or_inf_round_trips_as_the_string(name):
     back = scarce.EstimateResult.from_json(result.to_json())
     assert back.problem == name and back.info["note"] == name
     assert back.to_json() == result.to_json()
+
+
+def _weak70(seed):
+    """An unflagged run of a score that orders the failures only partly (engine page's weak70)."""
+    angle = math.radians(70)
+    problem = scarce.RareEventProblem(
+        2, lambda u: (math.cos(angle) * u[:, 0] + math.sin(angle) * u[:, 1], u[:, 0] >= 3.5), name="weak70")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scarce.ScarceWarning)
+        return scarce.SubsetSimulation(n_samples=2000).estimate(problem, seed=seed)
+
+
+def test_few_degrees_of_freedom_are_named_beside_the_cov(capsys):
+    """The interval's t quantile on few lineages: the summary and the CLI table say how few."""
+    from scipy.stats import t
+
+    from scarce.reporting.tables import print_result
+
+    result = _weak70(4)  # unflagged, its failures in about two effective lineages
+    df = result.degrees_of_freedom()
+    assert not result.flags and df == result.info["cov_degrees_of_freedom"] and 1.0 <= df < 3.0
+    assert f"CoV {result.cov:.3g} on {df:.3g} degrees of freedom" in result.summary()
+    # the interval is the log-normal one of the t quantile with those degrees of freedom
+    s = math.sqrt(math.log1p(result.cov**2))
+    centre = math.log(result.probability) + 0.5 * s * s
+    assert result.ci()[0] == pytest.approx(math.exp(centre - t.ppf(0.975, df) * s), rel=1e-9)
+    print_result(result)
+    assert "few: the interval, not the CoV, is the error bar" in capsys.readouterr().out
+
+
+def test_degrees_of_freedom_are_none_where_the_interval_takes_no_t_quantile():
+    thin = _weak70(0)
+    assert thin.thin_evidence and thin.info["cov_degrees_of_freedom"] is not None
+    assert thin.degrees_of_freedom() is None  # its interval is [0, u]
+    assert scarce.MonteCarlo(n_samples=10_000).estimate(linear(dim=2, probability=1e-2), seed=0).degrees_of_freedom() is None
+    assert _budget_result().degrees_of_freedom() is None  # not reached: Clopper-Pearson
+    many = scarce.SubsetSimulation(n_samples=2000).estimate(linear(dim=20, probability=1e-6), seed=0)
+    assert many.degrees_of_freedom() > 100 and "degrees of freedom" not in many.summary()
