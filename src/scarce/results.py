@@ -334,9 +334,9 @@ class EstimateResult:
         """
         low, high = self.ci(confidence)
         cov = "inf" if math.isinf(self.cov) else ("nan" if math.isnan(self.cov) else f"{self.cov:.3g}")
-        df = self.degrees_of_freedom()
-        if df is not None and df < FEW_DEGREES_OF_FREEDOM:
-            cov += f" on {df:.3g} degree{'' if df == 1.0 else 's'} of freedom"
+        few = self.few_degrees_of_freedom()
+        if few is not None:
+            cov += f" on {few}"
         n = len(self.levels)
         levels = f", {n} level{'s' if n != 1 else ''}" if n else ""
         line = (f"{self.method}: P = {self.probability:.4g} (CoV {cov}, {confidence:.0%} CI [{low:.3g}, {high:.3g}]), "
@@ -409,21 +409,33 @@ class EstimateResult:
     def degrees_of_freedom(self) -> float | None:
         """Degrees of freedom of the Student ``t`` quantile :meth:`ci` takes, or None where it takes none.
 
-        None where the interval is not the log-normal one of a measured CoV: Clopper-Pearson (Monte
-        Carlo, an estimate read off the first level, a run that did not reach the failure), a
-        thin-evidence run's ``[0, u]``, a result without a lineage count (a normal quantile).
-        Otherwise the count :meth:`ci` describes (``G - 1``, ``G_eff - 1``, Satterthwaite's, or
-        ``R - 1`` for replicas). With few of them the CoV is a variance measured on a few
-        independent lineages, itself uncertain, and under a score that orders the failures only
-        partly it can fall far short of the estimate's error about the truth; the interval, widened
-        by the ``t`` quantile, is then the error bar (benchmark pages: "The unflagged weak runs'
-        error about the truth").
+        None where the interval is not log-normal on a measured CoV: Clopper-Pearson (Monte Carlo,
+        an estimate read off the first level, a run that did not reach the failure), and a result
+        without a lineage count (a normal quantile). Otherwise the count :meth:`ci` describes
+        (``G - 1``, ``G_eff - 1``, Satterthwaite's, or ``R - 1`` for replicas); a thin-evidence
+        run's ``[0, u]`` takes for ``u`` the larger of the log-normal upper end on these degrees
+        of freedom and the first level's Clopper-Pearson bound. With few of them the CoV is a
+        variance measured on a few independent lineages, itself uncertain, and under a score that
+        orders the failures only partly it can fall far short of the estimate's error about the
+        truth; the interval, widened by the ``t`` quantile, is then the error bar (benchmark pages:
+        "The unflagged weak runs' error about the truth").
         """
         if (self.interval == "clopper-pearson" or not self.levels or not self.reached_failure
                 or self._read_off_first_level() or self.probability <= 0.0 or not math.isfinite(self.cov)
-                or self.cov == 0.0 or self.thin_evidence):
+                or self.cov == 0.0):
             return None
         return self._degrees_of_freedom()
+
+    def few_degrees_of_freedom(self) -> str | None:
+        """``"1.84 degrees of freedom"`` when :meth:`degrees_of_freedom` is below
+        :data:`FEW_DEGREES_OF_FREEDOM` as shown (three significant digits), else None."""
+        df = self.degrees_of_freedom()
+        if df is None:
+            return None
+        shown = f"{df:.3g}"
+        if float(shown) >= FEW_DEGREES_OF_FREEDOM:
+            return None
+        return f"{shown} degree{'' if float(shown) == 1.0 else 's'} of freedom"
 
     def _read_off_first_level(self) -> bool:
         """Whether the estimate is the failed fraction of the first level's independent draws.

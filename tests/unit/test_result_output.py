@@ -93,10 +93,30 @@ def test_few_degrees_of_freedom_are_named_beside_the_cov(capsys):
     assert "few: the interval, not the CoV, is the error bar" in capsys.readouterr().out
 
 
-def test_degrees_of_freedom_are_none_where_the_interval_takes_no_t_quantile():
+def test_a_thin_runs_upper_end_takes_the_t_quantile_of_its_degrees_of_freedom():
+    """Its interval is ``[0, u]``, ``u`` the larger of the log-normal upper end on its degrees of
+    freedom and level 0's Clopper-Pearson bound: here the former, which the summary explains."""
+    from scarce.envelope import clopper_pearson, lognormal_interval
+
     thin = _weak70(0)
-    assert thin.thin_evidence and thin.info["cov_degrees_of_freedom"] is not None
-    assert thin.degrees_of_freedom() is None  # its interval is [0, u]
+    df = thin.degrees_of_freedom()
+    assert thin.thin_evidence and df == thin.info["cov_degrees_of_freedom"] and df < 2.0
+    upper = lognormal_interval(thin.probability, thin.cov, 0.95, df=df)[1]
+    assert upper > clopper_pearson(thin.levels[0].n_failed, thin.n_samples)[1]
+    assert thin.ci() == (0.0, pytest.approx(upper, rel=1e-12))
+    assert f"on {df:.3g} degrees of freedom" in thin.summary()
+
+
+@pytest.mark.parametrize("df, shown", [(1.0004, "1 degree of freedom"), (1.84, "1.84 degrees of freedom"),
+                                       (4.994, "4.99 degrees of freedom"), (4.9996, None), (30.0, None)])
+def test_the_degrees_of_freedom_shown_are_those_printed(df, shown):
+    result = _weak70(4)
+    result.info["cov_degrees_of_freedom"] = df
+    assert result.few_degrees_of_freedom() == shown
+    assert ("degree" in result.summary()) == (shown is not None)
+
+
+def test_degrees_of_freedom_are_none_where_the_interval_takes_no_t_quantile():
     assert scarce.MonteCarlo(n_samples=10_000).estimate(linear(dim=2, probability=1e-2), seed=0).degrees_of_freedom() is None
     assert _budget_result().degrees_of_freedom() is None  # not reached: Clopper-Pearson
     many = scarce.SubsetSimulation(n_samples=2000).estimate(linear(dim=20, probability=1e-6), seed=0)

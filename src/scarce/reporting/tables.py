@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from scarce.results import FEW_DEGREES_OF_FREEDOM, EstimateResult
+from scarce.results import EstimateResult
 
 
 def _fmt(value: float, spec: str = ".4g") -> str:
@@ -61,7 +61,7 @@ def summary_table(result: EstimateResult, exact: float | None = None, confidence
     table.add_row(f"{confidence:.0%} interval", f"[{lo:.3e}, {_fmt(hi, '.3e')}]")
     df = result.degrees_of_freedom()
     if df is not None:  # the interval's Student t quantile; with few, the interval is the error bar
-        few = " (few: the interval, not the CoV, is the error bar)" if df < FEW_DEGREES_OF_FREEDOM else ""
+        few = " (few: the interval, not the CoV, is the error bar)" if result.few_degrees_of_freedom() else ""
         table.add_row("interval's degrees of freedom", f"{df:.3g}{few}")
     table.add_row(f"anytime lower bound (delta={delta:g})", f"{result.envelope(delta).lower:.3e}")
     table.add_row("queries", f"{result.n_queries:,}")
