@@ -10,9 +10,10 @@ CoV of the unflagged reached runs (the median reported CoV, and their root mean 
 scale on which variances add). The observed CoV there is the unflagged runs' spread over their
 own mean; the flags select runs, and where the selected runs' mean is not the truth
 ("unfl. mean/truth") that spread understates their error, so "CoV rms/err" sets the root mean
-square reported CoV against their root mean square relative error about the truth. "missed below" and "missed above" split the unflagged runs'
-misses: the share whose interval lies below the truth (its upper end under it) and above it; an
-equal-tailed 95% interval puts 2.5% on each side.
+square reported CoV against their root mean square relative error about the truth. "missed
+below" and "missed above" split the unflagged runs' misses: the share whose interval lies below
+the truth (its upper end under it) and above it; an equal-tailed 95% interval puts 2.5% on each
+side.
 
     python benchmarks/hostile.py --reps 400
     python benchmarks/hostile.py --reps 400 --n-samples 2000 --scenarios jumps,steps,linear4

@@ -162,7 +162,7 @@ class _Honesty:
         p = binomtest(int(covered[plain].sum()), int(plain.sum()), 0.95).pvalue if plain.any() else math.nan
         ratios = [cov_ratio_interval(seed, est, cov, keep) for keep in (plain, np.ones_like(plain))]
         shown = " ".join(f"{r:5.2f} ({lo:4.2f}-{hi:4.2f})" for r, lo, hi in ratios)
-        reported, error = reported_cov_and_error(seed, est, cov, truth, plain)
+        reported, error = reported_and_observed_cov(seed, est, cov, plain, truth=truth)
         return (f"{self.name:30s} {len(est):5d} {plain.sum():9d} {thin.sum():5d} {(flagged & ~thin).sum():13d} "
                 f"{cover_plain:10.3f} {p:6.3f} {covered.mean():9.3f} {shown} "
                 f"{reported / error if error > 0 else math.nan:14.2f}")
@@ -190,45 +190,29 @@ def cov_ratio_interval(seed: np.ndarray, est: np.ndarray, cov: np.ndarray, keep:
 
 
 def reported_and_observed_cov(seed: np.ndarray, est: np.ndarray, cov: np.ndarray,
-                              keep: np.ndarray) -> tuple[float, float]:
+                              keep: np.ndarray, truth: np.ndarray | None = None) -> tuple[float, float]:
     """Reported and observed CoV over the same runs and seeds, each a root mean square over seeds.
 
     Per seed, over its kept runs with a finite CoV (at least 3, with a positive mean): the
     observed CoV is their spread over their mean, the reported one the root mean square of
     their CoVs. Every seed weighs the same in both, so a seed with many kept runs and a small CoV
-    cannot pull the reported side alone.
+    cannot pull the reported side alone. With ``truth`` (each run's), the observed side is their
+    root mean square relative error about it instead: where the kept runs are a selection (the
+    unflagged ones) whose mean is not the truth, their spread over their own mean understates how
+    far they err. The truth's own Monte Carlo error adds its CoV in quadrature (about 2% at 10^7
+    samples and p = 2e-4).
     """
     reported, observed = [], []
     for s in np.unique(seed):
-        pick = (seed == s) & keep & np.isfinite(cov)
+        pick = (seed == s) & keep & np.isfinite(cov) & (True if truth is None else truth > 0)
         e = est[pick]
-        if e.size > 2 and e.mean() > 0:
+        if e.size > 2 and (truth is not None or e.mean() > 0):
             reported.append(np.mean(np.square(cov[pick])))
-            observed.append((np.std(e, ddof=1) / np.mean(e)) ** 2)
+            observed.append((np.std(e, ddof=1) / np.mean(e)) ** 2 if truth is None
+                            else np.mean(np.square(e / truth[pick] - 1.0)))
     if not observed:
         return math.nan, math.nan
     return float(np.sqrt(np.mean(reported))), float(np.sqrt(np.mean(observed)))
-
-
-def reported_cov_and_error(seed: np.ndarray, est: np.ndarray, cov: np.ndarray, truth: np.ndarray,
-                           keep: np.ndarray) -> tuple[float, float]:
-    """Reported CoV and relative error about the truth over the same runs, each a root mean square over seeds.
-
-    Per seed, over its kept runs with a finite CoV: the mean squared CoV, and the mean of
-    ``(estimate / truth - 1)^2``. Where the kept runs are a selection (the unflagged ones) whose
-    mean is not the truth, their spread over their own mean (:func:`reported_and_observed_cov`)
-    understates how far they err; this is the error itself. The truth's own Monte Carlo error
-    adds its CoV in quadrature (about 2% at 10^7 samples and p = 2e-4).
-    """
-    reported, error = [], []
-    for s in np.unique(seed):
-        pick = (seed == s) & keep & np.isfinite(cov) & (truth > 0)
-        if pick.sum() > 2:
-            reported.append(np.mean(np.square(cov[pick])))
-            error.append(np.mean(np.square(est[pick] / truth[pick] - 1.0)))
-    if not error:
-        return math.nan, math.nan
-    return float(np.sqrt(np.mean(reported))), float(np.sqrt(np.mean(error)))
 
 
 def _print_honesty(honesty: list[_Honesty], reps: int, n_seeds: int) -> None:

@@ -384,6 +384,17 @@ class EstimateResult:
         from scarce.checks import check_in_interval
 
         level = check_in_interval("level", level, 0.0, 1.0, high_open=True)
+        fixed = self._interval_without_t(level)
+        if fixed is not None:
+            return fixed
+        lo, hi = lognormal_interval(self.probability, self.cov, level, df=self._degrees_of_freedom())
+        if self.thin_evidence:
+            upper = clopper_pearson(self.levels[0].n_failed, self.n_samples, level)[1]
+            return (0.0, min(1.0, max(hi, upper)))
+        return (lo, min(hi, 1.0))
+
+    def _interval_without_t(self, level: float) -> tuple[float, float] | None:
+        """:meth:`ci`'s interval where it takes no Student ``t`` quantile; None where it takes one."""
         if self.interval == "clopper-pearson":
             return clopper_pearson(self.n_failed, self.n_samples, level)
         first = self.levels[0] if self.levels else None
@@ -400,11 +411,7 @@ class EstimateResult:
             return (0.0, clopper_pearson(first.n_failed, self.n_samples, level)[1])
         if self.cov == 0.0:  # every counted sample failed: the fraction 1 has no spread to measure
             return clopper_pearson(self.n_failed, self.n_samples, level)
-        lo, hi = lognormal_interval(self.probability, self.cov, level, df=self._degrees_of_freedom())
-        if self.thin_evidence:
-            upper = clopper_pearson(first.n_failed, self.n_samples, level)[1]
-            return (0.0, min(1.0, max(hi, upper)))
-        return (lo, min(hi, 1.0))
+        return None
 
     def degrees_of_freedom(self) -> float | None:
         """Degrees of freedom of the Student ``t`` quantile :meth:`ci` takes, or None where it takes none.
@@ -420,11 +427,7 @@ class EstimateResult:
         truth; the interval, widened by the ``t`` quantile, is then the error bar (benchmark pages:
         "The unflagged weak runs' error about the truth").
         """
-        if (self.interval == "clopper-pearson" or not self.levels or not self.reached_failure
-                or self._read_off_first_level() or self.probability <= 0.0 or not math.isfinite(self.cov)
-                or self.cov == 0.0):
-            return None
-        return self._degrees_of_freedom()
+        return None if self._interval_without_t(0.95) is not None else self._degrees_of_freedom()
 
     def few_degrees_of_freedom(self) -> str | None:
         """``"1.84 degrees of freedom"`` when :meth:`degrees_of_freedom` is below
