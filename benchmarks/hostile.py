@@ -10,7 +10,11 @@ CoV of the unflagged reached runs (the median reported CoV, and their root mean 
 scale on which variances add). The observed CoV there is the unflagged runs' spread over their
 own mean; the flags select runs, and where the selected runs' mean is not the truth
 ("unfl. mean/truth") that spread understates their error, so "CoV rms/err" sets the root mean
-square reported CoV against their root mean square relative error about the truth. "missed
+square reported CoV against their root mean square relative error about the truth, and "SE rms/err"
+sets the root mean square reported standard error (the CoV times the run's own estimate) against
+their root mean square error, both over the truth: a run's CoV divides its standard error by its
+estimate, so where the flag keeps runs whose estimates came out high, the CoV can fall short of
+the error while the standard error does not. "missed
 below" and "missed above" split the unflagged runs' misses: the share whose interval lies below
 the truth (its upper end under it) and above it; an equal-tailed 95% interval puts 2.5% on each
 side.
@@ -131,6 +135,8 @@ def run_scenario(name: str, reps: int, n_samples: int, first_level: str = "lhs",
         "CoV rms/obs": float(np.sqrt(np.mean(cov[plain] ** 2))) / observed if observed == observed else math.nan,
         "unfl. mean/truth": float(est[plain].mean()) / truth if truth and plain.any() else math.nan,
         "CoV rms/err": float(np.sqrt(np.mean(cov[plain] ** 2))) / error if error > 0 else math.nan,
+        "SE rms/err": float(np.sqrt(np.mean((cov[plain] * est[plain] / truth) ** 2))) / error if error > 0
+        else math.nan,
         "seconds": time.perf_counter() - start, "groups": groups,
     }
 
@@ -192,7 +198,7 @@ def main() -> None:
         parser.error(f"unknown scenarios {unknown}; choose from {sorted(SCENARIOS)}")
     columns = ["truth", "mean/truth", "z", "coverage", "coverage reached", "cov. unflagged", "missed below",
                "missed above", "reached", "flagged", "thin", "CoV rep/obs", "CoV rms/obs", "unfl. mean/truth",
-               "CoV rms/err", "seconds"]
+               "CoV rms/err", "SE rms/err", "seconds"]
     p0 = auto_level_probability(args.n_samples)  # the engine's default, level_probability="auto"
     print(f"{args.reps} runs per scenario, N = {args.n_samples}, p0 = {p0:g} ('auto'), cov_depth {args.cov_depth}, "
           f"stop_factor {args.stop_factor:g}, first level {args.first_level}, "

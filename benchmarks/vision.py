@@ -163,9 +163,13 @@ class _Honesty:
         ratios = [cov_ratio_interval(seed, est, cov, keep) for keep in (plain, np.ones_like(plain))]
         shown = " ".join(f"{r:5.2f} ({lo:4.2f}-{hi:4.2f})" for r, lo, hi in ratios)
         reported, error = reported_and_observed_cov(seed, est, cov, plain, truth=truth)
+        # the standard error over the truth: the CoV times the run's own estimate, over the truth
+        with np.errstate(divide="ignore", invalid="ignore"):
+            standard, _ = reported_and_observed_cov(seed, est, cov * est / truth, plain, truth=truth)
         return (f"{self.name:30s} {len(est):5d} {plain.sum():9d} {thin.sum():5d} {(flagged & ~thin).sum():13d} "
                 f"{cover_plain:10.3f} {p:6.3f} {covered.mean():9.3f} {shown} "
-                f"{reported / error if error > 0 else math.nan:14.2f}")
+                f"{reported / error if error > 0 else math.nan:14.2f} "
+                f"{standard / error if error > 0 else math.nan:13.2f}")
 
 
 def cov_ratio_interval(seed: np.ndarray, est: np.ndarray, cov: np.ndarray, keep: np.ndarray,
@@ -220,10 +224,11 @@ def _print_honesty(honesty: list[_Honesty], reps: int, n_seeds: int) -> None:
           "no flag; thin = thin-evidence flag; coverage of the 95% interval, p: exact binomial test of the "
           "unflagged coverage against 0.95; reported over observed CoV, each a root mean square over seeds, "
           "with a 95% bootstrap interval, over the unflagged runs and over all runs; rep/err: the unflagged runs' "
-          "reported CoV over their relative error about the truth, each a root mean square over seeds)")
+          "reported CoV over their relative error about the truth, each a root mean square over seeds; SE/err: "
+          "the same with each run's reported standard error, its CoV times its estimate, over the truth)")
     print(f"{'method':30s} {'runs':>5s} {'unflagged':>9s} {'thin':>5s} {'other flags':>13s} "
           f"{'cov. unfl.':>10s} {'p':>6s} {'cov. all':>9s} {'rep/obs, unflagged':>18s} {'rep/obs, all':>18s} "
-          f"{'rep/err, unfl.':>14s}")
+          f"{'rep/err, unfl.':>14s} {'SE/err, unfl.':>13s}")
     for trust in honesty:
         print(trust.row())
 

@@ -225,10 +225,11 @@ def _print_error_bars(records: dict[tuple[str, str], list[dict]]) -> None:
     print("\nError bars over the pooled runs (unflagged = reached, no flag; thin = thin-evidence flag; p: exact "
           "binomial test of the unflagged coverage against 0.95; reported over observed CoV over the unflagged "
           "runs and over all, with 95% bootstrap intervals; rep/err: the unflagged runs' reported CoV over their "
-          "relative error about the truth; misses: unflagged intervals below / above the truth)")
+          "relative error about the truth; SE/err: the same with each run's reported standard error (its CoV "
+          "times its estimate) over the truth; misses: unflagged intervals below / above the truth)")
     print(f"{'label':8s} {'method':30s} {'runs':>5s} {'unflagged':>9s} {'thin':>5s} {'other flags':>13s} "
           f"{'cov. unfl.':>10s} {'p':>6s} {'cov. all':>9s} {'rep/obs, unflagged':>18s} {'rep/obs, all':>18s} "
-          f"{'rep/err, unfl.':>14s} {'misses':>7s}")
+          f"{'rep/err, unfl.':>14s} {'SE/err, unfl.':>13s} {'misses':>7s}")
     for (label, method), rows in sorted(records.items()):
         below, above = _misses(rows)
         print(f"{label:8s} {_Honesty.from_records(method, rows).row()} {f'{below}/{above}':>7s}")
