@@ -30,11 +30,12 @@ __all__ = [
 ]
 
 
-def warn_user(message: str, category: type[Warning]) -> None:
+def warn_user(message: str | Warning, category: type[Warning]) -> None:
     """Issue a warning attributed to the first caller outside the scarce package.
 
     The stack level is counted (:func:`scarce.errors.user_stack_level`), not fixed, so the
-    warning names the user's line whichever public function led to it.
+    warning names the user's line whichever public function led to it. ``message`` may be a
+    warning instance that carries fields beside its text (its own class is then the category).
     """
     warnings.warn(message, category, stacklevel=user_stack_level())
 

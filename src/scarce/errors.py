@@ -19,7 +19,8 @@ class ScarceError(ValueError):
 
 
 class EvaluationError(RuntimeError):
-    """The user's model or performance function raised, or returned bad output.
+    """The user's model or performance function raised, or returned bad output; or the
+    ``callback`` handed to an estimator raised.
 
     The message says at which level and MCMC step it happened; the original
     exception is chained as ``__cause__``.

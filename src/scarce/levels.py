@@ -143,6 +143,12 @@ def in_level(score: np.ndarray, key: np.ndarray | None, threshold: float, thresh
     return above | ((score == threshold) & (key > threshold_key))
 
 
+#: Smallest running probability a run's levels may reach. Below about 1e-308 a float64 loses its
+#: digits and then rounds to 0, so a level below this bound would turn a run that reaches the
+#: failure into an estimate of 0; such a run stops at the level before, flagged ``max_levels``.
+#: The last factor (at least one failure in ``N``) then keeps the estimate of a run that reaches the
+#: failure a normal float64 up to ``N`` of about 1e3, and nonzero far beyond.
+MIN_PROBABILITY = 1e-305
 #: Fewest Markov chains a level (``N p0``) at which the reported CoV holds on deep runs
 #: (:func:`auto_level_probability`).
 MIN_CHAINS_PER_LEVEL = 100

@@ -52,7 +52,8 @@ _ANGLE_UNIT = np.float32(2.0 * np.pi / 2.0**_ANGLE_BITS)
 def check_dtype(dtype: Any) -> np.dtype:
     """``dtype`` as a numpy dtype, or a :class:`ScarceError` naming what is allowed."""
     try:
-        resolved = None if dtype is None else np.dtype(dtype)  # np.dtype(None) would be float64
+        # np.dtype(None) would be float64, and np.dtype(np.float32(7.5)) float32 (it reads the value's dtype)
+        resolved = None if dtype is None or isinstance(dtype, (np.generic, np.ndarray)) else np.dtype(dtype)
     except Exception:  # noqa: BLE001 - numpy raises TypeError, ValueError or worse for odd objects
         resolved = None
     if resolved is None or resolved.name not in DTYPES:

@@ -28,9 +28,15 @@ from scarce.errors import ScarceError, unknown_name_error
 from scarce.problem import MAX_DIM, RareEventProblem
 
 
+#: Smallest exact probability a benchmark problem takes: five decades above the smallest level a
+#: run may reach (:data:`scarce.levels.MIN_PROBABILITY`), so a run's noisy levels stay above it.
+MIN_PROBLEM_PROBABILITY = 1e-300
+
+
 def _checked_threshold(threshold: float, probability: float, what: str) -> float:
-    """``threshold`` if finite; else a :class:`ScarceError`: ``probability`` is beyond float64."""
-    if not math.isfinite(threshold):
+    """``threshold`` if finite and ``probability`` at least :data:`MIN_PROBLEM_PROBABILITY`; else a
+    :class:`ScarceError`: ``probability`` is beyond what an estimate represents."""
+    if not math.isfinite(threshold) or probability < MIN_PROBLEM_PROBABILITY:
         raise ScarceError(f"probability={probability!r} is too small for float64: {what} would be "
                           f"{threshold}; use a probability of at least 1e-300")
     return threshold

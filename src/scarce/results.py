@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -309,7 +310,8 @@ class EstimateResult:
             out.append(f"few chains: {self._chains_per_level():g} a level, fewer than {MIN_CHAINS_PER_LEVEL}; the "
                        f"reported CoV can fall short on deep runs")
         if self.info.get("few_particles") is True:
-            out.append(f"few particles: N = {self.n_samples // max(int(self.info.get('n_replicas', 1)), 1):,} a "
+            replicas = max(int(_count(self.info, "n_replicas") or 1), 1)
+            out.append(f"few particles: N = {self.n_samples // replicas:,} a "
                        f"replica, k = {self.info.get('n_killed')} killed an iteration; the replicas' interval can "
                        f"cover less than its level")
         reason = self.thin_evidence_reason
@@ -332,6 +334,9 @@ class EstimateResult:
         A CoV whose interval takes fewer than :data:`FEW_DEGREES_OF_FREEDOM` degrees of freedom
         (:meth:`degrees_of_freedom`) is shown with them.
         """
+        from scarce.checks import check_in_interval
+
+        confidence = check_in_interval("confidence", confidence, 0.0, 1.0, high_open=True)  # a float, e.g. of a Fraction
         low, high = self.ci(confidence)
         cov = "inf" if math.isinf(self.cov) else ("nan" if math.isnan(self.cov) else f"{self.cov:.3g}")
         few = self.few_degrees_of_freedom()
@@ -409,8 +414,11 @@ class EstimateResult:
             return clopper_pearson(self.n_failed, self.n_samples, level)
         if self.probability <= 0.0 or not math.isfinite(self.cov):  # e.g. AMLS jumped and saw none
             return (0.0, clopper_pearson(first.n_failed, self.n_samples, level)[1])
-        if self.cov == 0.0:  # every counted sample failed: the fraction 1 has no spread to measure
-            return clopper_pearson(self.n_failed, self.n_samples, level)
+        if self.cov == 0.0:  # every counted sample failed: the fraction 1 has no spread to measure ...
+            if self.probability == self.n_failed / max(self.n_samples, 1):
+                return clopper_pearson(self.n_failed, self.n_samples, level)
+            # ... and a product of levels with no spread measured has only level 0's bound
+            return (0.0, max(clopper_pearson(first.n_failed, self.n_samples, level)[1], self.probability))
         return None
 
     def degrees_of_freedom(self) -> float | None:
@@ -610,24 +618,85 @@ def _check_fields(data: dict[str, Any]) -> None:
 
     def real(name: str, low: float, high: float, nan: bool = False) -> None:
         value = data[name]
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and not (math.isnan(value) and nan):
-            ok = low <= value <= high
-        if not ok:
-            raise ScarceError(f"EstimateResult.from_dict: {name} must be a number in [{low:g}, {high:g}], got {value!r}")
+        if not _is_real(value, low, high, nan):
+            raise ScarceError(f"EstimateResult.from_dict: {name} must be a number in [{low:g}, {high:g}], got "
+                              f"{_shown(value)}")
 
     real("probability", 0.0, 1.0)
     real("cov", 0.0, math.inf, nan=True)
     for name in ("n_queries", "n_samples", "n_failed"):
         if isinstance(data[name], bool) or not isinstance(data[name], int) or data[name] < 0:
-            raise ScarceError(f"EstimateResult.from_dict: {name} must be an integer >= 0, got {data[name]!r}")
+            raise ScarceError(f"EstimateResult.from_dict: {name} must be an integer >= 0, got {_shown(data[name])}")
     if not isinstance(data["reached_failure"], bool):
         raise ScarceError(f"EstimateResult.from_dict: reached_failure must be true or false, got {data['reached_failure']!r}")
-    for name in ("method", "status"):
-        if not isinstance(data[name], str):
-            raise ScarceError(f"EstimateResult.from_dict: {name} must be a string, got {data[name]!r}")
+    for name, allowed in (("method", None), ("status", STATUSES), ("interval", INTERVALS), ("problem", None)):
+        value = data.get(name, "lognormal" if name == "interval" else "")
+        if not isinstance(value, str) or (allowed is not None and value not in allowed):
+            raise ScarceError(f"EstimateResult.from_dict: {name} must be "
+                              f"{'one of ' + str(allowed) if allowed else 'a string'}, got {_shown(value)}")
+    if data.get("level_probability") is not None:
+        real("level_probability", 0.0, 1.0)
     if not isinstance(data.get("info", {}), dict) or not isinstance(data.get("levels", []), (list, tuple)):
         raise ScarceError("EstimateResult.from_dict: info must be a dict and levels a list")
+    _check_counted_interval(data)
+    for index, level in enumerate(data.get("levels", [])):
+        _check_level(index, level)
+
+
+#: What :meth:`EstimateResult.ci` can be asked to build: values of ``EstimateResult.interval``.
+INTERVALS = ("lognormal", "clopper-pearson")
+
+
+def _is_real(value: Any, low: float, high: float, nan: bool = False) -> bool:
+    """Whether ``value`` is a number (not a bool) in ``[low, high]``, or NaN where ``nan`` allows it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):  # what JSON reads; np.float64 is a float
+        return False
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float
+        return False
+    return (nan and math.isnan(number)) or low <= number <= high
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut short: a file can hold a number of thousands of digits."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
+def _check_counted_interval(data: dict[str, Any]) -> None:
+    """A Clopper-Pearson interval is the failed fraction's: the estimate must be that fraction."""
+    from scarce.errors import ScarceError
+
+    if data.get("interval") != "clopper-pearson":
+        return
+    if data["n_failed"] > data["n_samples"] or (data["n_samples"] > 0 and not math.isclose(
+            data["probability"], data["n_failed"] / data["n_samples"], rel_tol=1e-9, abs_tol=1e-300)):
+        raise ScarceError(f"EstimateResult.from_dict: probability={data['probability']!r} is not the failed fraction "
+                          f"n_failed / n_samples = {data['n_failed']} / {data['n_samples']} that its Clopper-Pearson "
+                          f"interval is built on")
+
+
+_LEVEL_COUNTS = ("level", "n_seeds", "n_queries", "n_failed")
+
+
+def _check_level(index: int, level: Any) -> None:
+    """A level record must hold counts where :class:`LevelDiagnostics` has counts, numbers elsewhere, a bool ``stalled``."""
+    from scarce.errors import ScarceError
+
+    if not isinstance(level, dict):
+        raise ScarceError(f"EstimateResult.from_dict: levels[{index}] must be a level record, got {type(level).__name__}")
+    for name, value in level.items():
+        if name in _LEVEL_COUNTS:  # numbers.Integral: an int, or a NumPy integer
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+        elif name == "stalled":
+            ok = isinstance(value, bool) or type(value).__name__ == "bool_"  # Python's or NumPy's
+        else:
+            ok = _is_real(value, -math.inf, math.inf, nan=True)
+        if not ok:
+            raise ScarceError(f"EstimateResult.from_dict: levels[{index}].{name} must be "
+                              f"{'an integer >= 0' if name in _LEVEL_COUNTS else 'true or false' if name == 'stalled' else 'a number'}"
+                              f", got {_shown(value)}")
 
 
 #: The result's float fields, where older files wrote a non-finite float as a string.

@@ -108,11 +108,13 @@ class _GlobalState(MonteCarlo):
 
 
 class _Biased(MonteCarlo):
-    """Reports ten times the probability it measured (with the CoV it measured)."""
+    """Reports ten times the probability it measured (with the CoV it measured, and a log-normal
+    interval about it: a Clopper-Pearson one would no longer be of the failed fraction, which
+    reading the result back refuses)."""
 
     def estimate(self, problem, seed=None, callback=None):  # type: ignore[no-untyped-def]
         result = super().estimate(problem, seed, callback)
-        return dataclasses.replace(result, probability=10 * result.probability)
+        return dataclasses.replace(result, probability=10 * result.probability, interval="lognormal")
 
 
 class _OverBudget(SubsetSimulation):

@@ -364,3 +364,129 @@ def test_a_users_kernel_is_named_for_what_it_returned_even_inside_the_surface_ke
         warnings.simplefilter("ignore")
         with pytest.raises(ScarceError, match=message):
             SubsetSimulation(n_samples=200, kernel=kernel).estimate(linear(dim=50, probability=1e-3), seed=0)
+
+
+# --- A second audit (2026-11-29) ---------------------------------------------------------------
+
+
+def _small_result():
+    return _quiet(lambda: SubsetSimulation(n_samples=200).estimate(linear(dim=2, probability=1e-3), seed=0))
+
+
+def _tampered(change):
+    data = json.loads(_small_result().to_json())
+    change(data)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d.__setitem__("cov", 10**400), "cov must be a number"),
+    (lambda d: d.__setitem__("probability", 10**400), "probability must be a number"),
+    (lambda d: d["levels"][1].__setitem__("n_queries", "x"), r"levels\[1\].n_queries must be an integer"),
+    (lambda d: d["levels"][0].__setitem__("stalled", "yes"), r"levels\[0\].stalled must be true or false"),
+    (lambda d: d["levels"][2].__setitem__("threshold", "high"), r"levels\[2\].threshold must be a number"),
+    (lambda d: d["levels"].__setitem__(1, [1, 2]), r"levels\[1\] must be a level record"),
+    (lambda d: d.__setitem__("level_probability", "0.1"), "level_probability must be a number"),
+    (lambda d: d.__setitem__("interval", "foo"), "interval must be one of"),
+    (lambda d: d.__setitem__("status", "whatever"), "status must be one of"),
+    (lambda d: d.__setitem__("problem", 5), "problem must be a string"),
+    (lambda d: d.__setitem__("interval", "clopper-pearson"), "is not the failed fraction"),
+])
+def test_from_json_refuses_a_field_no_estimator_writes(change, field):
+    """A huge integer, a level record of the wrong types, an unknown interval or status, and a
+    Clopper-Pearson interval around an estimate that is not the failed fraction are refused
+    when read, not loaded to break ``summary()`` or exclude the estimate from ``ci()`` later."""
+    with pytest.raises(ScarceError, match=field):
+        EstimateResult.from_json(_tampered(change))
+
+
+def test_a_replica_count_that_is_not_a_number_does_not_break_the_flags():
+    data = json.loads(_small_result().to_json())
+    data["info"].update(few_particles=True, n_replicas="two", n_killed=5)
+    flags = EstimateResult.from_json(json.dumps(data)).flags
+    assert any(flag.startswith("few particles: N = 200 a replica") for flag in flags)
+
+
+def test_a_product_of_levels_with_a_cov_of_0_keeps_its_estimate_inside_its_interval():
+    """A CoV of 0 is read as the failed fraction's only where the estimate is that fraction; a
+    product of levels with no spread measured gets the first level's bound, which holds it."""
+    result = _small_result()
+    zero = EstimateResult.from_dict({**result.to_dict(), "cov": 0.0})
+    low, high = zero.ci(0.95)
+    assert low == 0.0 and high >= zero.probability > 0.0
+
+
+def test_summary_takes_the_confidence_ci_takes():
+    from fractions import Fraction
+
+    result = _small_result()
+    assert "95% CI" in result.summary(Fraction(19, 20))
+    with pytest.raises(ScarceError, match="confidence"):
+        result.summary(2)
+
+
+@pytest.mark.parametrize("make", [lambda: SubsetSimulation(n_samples=200), lambda: MonteCarlo(n_samples=1000)])
+def test_a_callback_that_raises_is_reported_as_the_callbacks_error(make):
+    problem = linear(dim=2, probability=1e-2)
+    with pytest.raises(EvaluationError, match="callback raised ZeroDivisionError on level 0") as caught:
+        _quiet(lambda: make().estimate(problem, seed=0, callback=lambda level: 1 / 0))
+    assert isinstance(caught.value.__cause__, ZeroDivisionError)
+
+
+def test_a_callback_that_takes_no_argument_is_refused_before_any_model_call():
+    calls = []
+
+    def model(u):
+        calls.append(len(u))
+        return u[:, 0] - 2.0
+
+    problem = RareEventProblem.from_score(model, dim=2, name="counted")
+    with pytest.raises(ScarceError, match="callback must take one argument"):
+        SubsetSimulation(n_samples=200).estimate(problem, seed=0, callback=lambda: None)
+    assert calls == []
+
+
+@pytest.mark.parametrize("dtype", [np.float32(7.5), np.float64(0.2), np.array([1.0], dtype=np.float32)])
+def test_a_numpy_number_is_not_a_dtype(dtype):
+    """``np.dtype(np.float32(7.5))`` is float32: the value's own dtype. A number is refused instead."""
+    with pytest.raises(ScarceError, match="dtype must be one of"):
+        SubsetSimulation(dtype=dtype).estimate(linear(dim=2, probability=1e-2), seed=0)
+
+
+def test_too_large_an_initial_scale_is_refused_without_the_small_scale_reason():
+    with pytest.raises(ScarceError) as caught:
+        ConditionalSampling(initial_scale=1e7)
+    assert "1e+06" in str(caught.value) and "smaller first step" not in str(caught.value)
+    with pytest.raises(ScarceError, match="smaller first step"):
+        ConditionalSampling(initial_scale=1e-7)
+
+
+@pytest.mark.parametrize("probability", [5e-324, 1e-320, 1e-301])
+def test_a_problem_rarer_than_1e_300_is_refused(probability):
+    from scarce.problems import chi_square
+
+    for make in (linear, chi_square):
+        with pytest.raises(ScarceError, match="at least 1e-300"):
+            make(dim=2, probability=probability)
+
+
+def _beyond_float64(u):
+    return u[:, 0] - 40.0  # P(u1 >= 40) is about 4e-350: no float64 holds it
+
+
+def test_levels_that_would_fall_below_the_smallest_probability_stop_the_run_flagged():
+    """A run whose levels would reach below ``MIN_PROBABILITY`` used to multiply them down to 0
+    and report a reached failure with the estimate 0; it now stops before, flagged, with a
+    warning that says why."""
+    from scarce.errors import BudgetExhaustedWarning
+    from scarce.levels import MIN_PROBABILITY
+
+    problem = RareEventProblem.from_score(_beyond_float64, dim=2, name="beyond")
+    with pytest.warns(BudgetExhaustedWarning, match="smallest this engine represents"):
+        result = SubsetSimulation(n_samples=100, max_levels=1000).estimate(problem, seed=0)
+    assert result.status == "max_levels" and not result.reached_failure
+    assert all(level.cumulative_probability >= MIN_PROBABILITY for level in result.levels)
+    with pytest.warns(BudgetExhaustedWarning, match="smallest probability this engine represents"):
+        split = AdaptiveMultilevelSplitting(n_samples=100, n_killed=90, n_steps=1, n_replicas=2).estimate(
+            problem, seed=0)
+    assert split.status == "max_levels" and not split.reached_failure

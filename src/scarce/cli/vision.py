@@ -176,9 +176,9 @@ def _readable_rows(store, result_rows):  # type: ignore[no-untyped-def]
         frame = result_rows(store)
     left_out = []
     for w in caught:
-        if issubclass(w.category, CorruptResultWarning):
-            stale = issubclass(w.category, StaleResultWarning)
-            path = str(w.message).removeprefix("result file ").split(" holds results of" if stale else " is corrupted")[0]
+        path = getattr(w.message, "path", None)  # a CorruptResultWarning about one task file
+        if isinstance(w.message, CorruptResultWarning) and path is not None:
+            stale = isinstance(w.message, StaleResultWarning)
             left_out.append((path, "of another estimator revision" if stale else "damaged"))
     return frame, left_out
 

@@ -93,7 +93,7 @@ import numpy as np
 
 from scarce.checks import check_in_interval, check_positive_int, warn_user
 from scarce.errors import BudgetExhaustedWarning, ScarceError, StalledLevelWarning
-from scarce.estimators.base import CountedEvaluation, Estimator, build_result
+from scarce.estimators.base import CountedEvaluation, Estimator, build_result, call_back, check_callback
 from scarce.levels import check_level_sizes, exceeds_budget
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
@@ -235,6 +235,7 @@ class AMLS(Estimator):
             ``method="amls-webb2019"``; ``info["level_jumps"]`` counts the levels
             forced to the failure threshold, and those levels have ``stalled=True``.
         """
+        check_callback(callback)
         cfg, problem, rng = self._prepare(problem, seed)
         run = _Run(cfg, problem, rng, callback)
         out = run.execute()
@@ -280,8 +281,7 @@ class _Run:
 
     def _emit(self, diag: LevelDiagnostics) -> None:
         self.diagnostics.append(diag)
-        if self.callback is not None:
-            self.callback(diag)
+        call_back(self.callback, diag)
 
     def execute(self) -> dict:
         start = time.perf_counter()

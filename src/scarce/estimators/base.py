@@ -14,11 +14,12 @@ model calls go through, so ``n_queries`` is every point the model evaluated.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from scarce.errors import ScarceError
+from scarce.errors import EvaluationError, ScarceError
 from scarce.problem import MAX_DIM, RareEventProblem
 from scarce.results import EstimateResult
 from scarce.seeding import SeedLike, as_generator, describe_seed
@@ -63,10 +64,35 @@ def check_memory(rows: int, dim: int, dtype: str, allow_large: bool, setting: st
 
 
 def check_callback(callback: object) -> None:
-    """Refuse a ``callback`` that is neither None nor callable, before any model call."""
-    if callback is not None and not callable(callback):
+    """Refuse a ``callback`` that is neither None nor callable with one argument, before any model call."""
+    if callback is None:
+        return
+    if not callable(callback):
         raise ScarceError(f"callback must be None or callable (it is called with each level's diagnostics), got "
                           f"{callback!r} ({type(callback).__name__})")
+    try:
+        signature = inspect.signature(callback)
+    except (TypeError, ValueError):  # a builtin or extension callable without a signature: called as it is
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise ScarceError(f"callback must take one argument, each level's diagnostics (a LevelDiagnostics); "
+                          f"{getattr(callback, '__qualname__', type(callback).__name__)}{signature} does not") from None
+
+
+def call_back(callback: Callable[[Any], object] | None, diagnostics: Any) -> None:
+    """Hand ``diagnostics`` (a :class:`~scarce.results.LevelDiagnostics`) to the user's ``callback``, if any.
+
+    What the callback raises reaches the caller as an :class:`~scarce.errors.EvaluationError`
+    naming the level, with the callback's own exception chained as its cause.
+    """
+    if callback is None:
+        return
+    try:
+        callback(diagnostics)
+    except Exception as exc:  # noqa: BLE001 - the user's code: any exception, reported as the callback's
+        raise EvaluationError(f"callback raised {type(exc).__name__} on level {diagnostics.level}: {exc}") from exc
 
 
 class Estimator:

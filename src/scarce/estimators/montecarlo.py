@@ -14,6 +14,7 @@ from scarce.estimators.base import (
     CountedEvaluation,
     Estimator,
     build_result,
+    call_back,
     check_callback,
     check_memory,
 )
@@ -83,8 +84,7 @@ class MonteCarlo(Estimator):
             level=0, threshold=math.inf, probability=p, cumulative_probability=p, n_seeds=failures,
             correlation_factor=0.0, cov=cov, n_queries=n, n_failed=failures,
         )
-        if callback is not None:
-            callback(level)
+        call_back(callback, level)
         outcome = {"probability": p, "cov": cov, "n_queries": counted.n_queries, "n_failed": failures,
                    "reached_failure": True, "status": "converged", "levels": (level,),
                    "wall_time": time.perf_counter() - start}

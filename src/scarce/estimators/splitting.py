@@ -54,7 +54,7 @@ from scarce.errors import BudgetExhaustedWarning, FewParticlesWarning, ScarceErr
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result, check_memory
 from scarce.estimators.chains import checked_params, propose_moves
 from scarce.kernels import ConditionalSampling, Kernel, KernelParams
-from scarce.levels import exceeds_budget
+from scarce.levels import MIN_PROBABILITY, exceeds_budget
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
@@ -111,7 +111,8 @@ class AdaptiveMultilevelSplitting(Estimator):
     kernel : Kernel, optional
         The move; :class:`~scarce.kernels.ConditionalSampling` by default.
     max_iterations : int
-        Per replica; a replica that reaches it stops (flagged ``status="max_levels"``).
+        Per replica; a replica that reaches it stops (flagged ``status="max_levels"``), as does one
+        whose weight ``prod (1 - K_i / N)`` would fall below :data:`scarce.levels.MIN_PROBABILITY`.
     max_queries : int, optional
         Query budget over all replicas; an iteration that would exceed it is not started and
         the partial result is flagged ``status="budget"``.
@@ -241,6 +242,7 @@ class _Replica:
         self.status, self.log_weight, self.first_failed, self.n_failed = "max_levels", 0.0, 0, 0
         self.queries, self.scale, self.ended = 0, cfg.kernel.initial_scale, False
         self.params: KernelParams | None = None  # the last iteration's kernel parameters (a fit may carry over)
+        self.floored = False  # stopped where the weight would fall below MIN_PROBABILITY
 
     def draw(self, dim: int) -> np.ndarray:
         """The ``N`` first particles, independent draws of N(0, I)."""
@@ -267,6 +269,9 @@ class _Replica:
             self._extinct()
             return False
         if len(self.iterations) == cfg.max_iterations:
+            return False  # status stays "max_levels"
+        if self.log_weight + math.log1p(-n_killed / n) < math.log(MIN_PROBABILITY):  # float64 would round it to 0
+            self.floored = True
             return False  # status stays "max_levels"
         if self.budget is not None and exceeds_budget(self.queries, cfg.n_steps * n_killed, self.budget):
             self.status = "budget"
@@ -357,6 +362,10 @@ def _warn(status: str, replicas: list[_Replica]) -> None:
     elif status == "budget":
         warn_user("max_queries reached before every replica reached the failure event; returning a partial "
                   "result", BudgetExhaustedWarning)
+    elif status == "max_levels" and any(r.floored for r in replicas):
+        warn_user(f"a replica's weight would fall below {MIN_PROBABILITY:g}, the smallest probability this engine "
+                  "represents (float64 rounds smaller estimates to 0): the failure is rarer than that, and the run "
+                  "stops there, flagged max_levels", BudgetExhaustedWarning)
     elif status == "max_levels":
         warn_user("max_iterations reached before the failure event", BudgetExhaustedWarning)
 

@@ -113,6 +113,7 @@ from scarce.estimators.base import (
     CountedEvaluation,
     Estimator,
     build_result,
+    call_back,
     check_callback,
     check_memory,
     effective_scores,
@@ -121,6 +122,7 @@ from scarce.estimators.chains import ChainStats, Population, run_chains
 from scarce.kernels import ConditionalSampling, Kernel
 from scarce.levels import (
     MIN_CHAINS_PER_LEVEL,
+    MIN_PROBABILITY,
     ThresholdChoice,
     check_level_sizes,
     early_stop_allowed,
@@ -203,7 +205,8 @@ class SubsetSimulation(Estimator):
     kernel : Kernel, optional
         MCMC move; :class:`~scarce.kernels.ConditionalSampling` by default.
     max_levels : int
-        Stop (flagged, ``status="max_levels"``) after this many levels.
+        Stop (flagged, ``status="max_levels"``) after this many levels, or before a level whose
+        running probability would fall below :data:`scarce.levels.MIN_PROBABILITY` (1e-300).
     max_queries : int, optional
         Query budget; a level that would exceed it is not started and the partial
         result is returned, flagged ``status="budget"``.
@@ -384,8 +387,7 @@ class SubsetSimulation(Estimator):
         """
         check_callback(callback)
         for state in self.iter_levels(problem, seed):
-            if callback is not None:
-                callback(state.diagnostics)
+            call_back(callback, state.diagnostics)
         assert state.result is not None  # the last state carries it
         return state.result
 
@@ -560,9 +562,16 @@ class _Run:
         self.diagnostics.append(LevelDiagnostics(0, -math.inf, 1.0, 1.0, 0, 0.0, 0.0, n, level.population.n_failed()))
         return level
 
-    def _stop_reason(self, cost: int) -> str | None:
-        """Why the next level must not start (``max_levels`` or the query budget), with a warning."""
+    def _stop_reason(self, cost: int, probability: float) -> str | None:
+        """Why the next level, of running ``probability``, must not start (``max_levels``, also below
+        :data:`~scarce.levels.MIN_PROBABILITY`, or the query budget), with a warning."""
         cfg = self.config
+        if probability < MIN_PROBABILITY:
+            warn_user(f"the levels reached a probability of {probability:.3g}, below {MIN_PROBABILITY:g}, the "
+                      f"smallest this engine represents (float64 rounds smaller estimates to 0): the failure is rarer "
+                      f"than that, and the run stops there, flagged max_levels, with its upper bound",
+                      BudgetExhaustedWarning)
+            return "max_levels"
         reason = stop_before_level(self.level_index + 1, cfg.max_levels, self.n_queries, cost, cfg.max_queries)
         if reason == "max_levels":
             warn_user(f"max_levels={cfg.max_levels} reached before the failure event, the levels risen to a "
@@ -609,7 +618,8 @@ class _Run:
                 yield (*built, False)
                 yield self.diagnostics[-1], self.n_queries, True
                 return
-            reason = self._stop_reason(n - choice.n_above if self._counts_seeds(level.population) else n)
+            reason = self._stop_reason(n - choice.n_above if self._counts_seeds(level.population) else n,
+                                       cumulative * choice.probability)
             if reason is not None:
                 self.outcome = self._finish(level, cumulative, reason, start)
                 yield (*built, True)

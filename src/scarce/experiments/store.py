@@ -46,7 +46,18 @@ __all__ = ["CorruptResultWarning", "ResultStore", "RunDirectoryError", "StaleRes
 
 
 class CorruptResultWarning(ScarceWarning):
-    """A task file could not be read back; the task will be recomputed."""
+    """A task file could not be read back; the task will be recomputed.
+
+    ``path`` names the task file (None for a warning about the run directory as a whole), so a
+    caller that gathers these warnings learns which files were left out without reading the text.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep the path across processes (pickle)
+        return type(self), (str(self), self.path)
 
 
 class StaleResultWarning(CorruptResultWarning):
@@ -298,13 +309,14 @@ class ResultStore:
         except _UNREADABLE:
             ok = False
         if not ok:
-            warn_user(f"result file {path} is corrupted or partial; task {key!r} will be recomputed",
-                      CorruptResultWarning)
+            warn_user(CorruptResultWarning(f"result file {path} is corrupted or partial; task {key!r} will be "
+                                           "recomputed", path=str(path)), CorruptResultWarning)
             return None
         stale = _stale_methods(data)
         if stale:
-            warn_user(f"result file {path} holds results of {', '.join(stale)}; task {key!r} will be recomputed so "
-                      "that results of two revisions never mix", StaleResultWarning)
+            warn_user(StaleResultWarning(f"result file {path} holds results of {', '.join(stale)}; task {key!r} will "
+                                         "be recomputed so that results of two revisions never mix", path=str(path)),
+                      StaleResultWarning)
             return None
         return data
 

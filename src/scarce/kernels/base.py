@@ -43,6 +43,9 @@ def check_initial_scale(name: str, value: object) -> float:
     try:
         return check_in_interval(name, value, MIN_INITIAL_SCALE, MAX_INITIAL_SCALE, low_open=False)
     except ScarceError as error:
+        small = isinstance(value, (int, float)) and not isinstance(value, bool) and value < MIN_INITIAL_SCALE
+        if not small:  # too large, NaN or not a number: the range says it all
+            raise
         raise ScarceError(f"{error} (a smaller first step leaves the chains at their seeds, and the run's CoV "
                           "cannot see it)") from None
 
