@@ -230,10 +230,11 @@ class EstimateResult:
         stored before that key (:func:`scarce.levels.n_seeds_target`)."""
         from scarce.levels import n_seeds_target
 
-        chains = self.info.get("chains_per_level")
-        if chains is None and self.method == "subset_simulation" and self.level_probability:
-            chains = n_seeds_target(self.n_samples, self.level_probability)
-        return float(chains) if isinstance(chains, (int, float)) and not isinstance(chains, bool) else None
+        chains = _count(self.info, "chains_per_level")  # None also for what a file holds that is no count
+        if chains is None and "chains_per_level" not in self.info and self.method == "subset_simulation" \
+                and self.level_probability:
+            chains = float(n_seeds_target(self.n_samples, self.level_probability))
+        return chains
 
     @property
     def thin_evidence(self) -> bool:
@@ -640,7 +641,7 @@ def _check_fields(data: dict[str, Any]) -> None:
         raise ScarceError("EstimateResult.from_dict: info must be a dict and levels a list")
     _check_counted_interval(data)
     for index, level in enumerate(data.get("levels", [])):
-        _check_level(index, level)
+        _check_level(index, level, data["n_samples"])
 
 
 #: What :meth:`EstimateResult.ci` can be asked to build: values of ``EstimateResult.interval``.
@@ -680,8 +681,9 @@ def _check_counted_interval(data: dict[str, Any]) -> None:
 _LEVEL_COUNTS = ("level", "n_seeds", "n_queries", "n_failed")
 
 
-def _check_level(index: int, level: Any) -> None:
-    """A level record must hold counts where :class:`LevelDiagnostics` has counts, numbers elsewhere, a bool ``stalled``."""
+def _check_level(index: int, level: Any, n_samples: int) -> None:
+    """A level record must hold counts where :class:`LevelDiagnostics` has counts (its failures at
+    most ``n_samples``, a population's size), numbers elsewhere, a bool ``stalled``."""
     from scarce.errors import ScarceError
 
     if not isinstance(level, dict):
@@ -697,6 +699,9 @@ def _check_level(index: int, level: Any) -> None:
             raise ScarceError(f"EstimateResult.from_dict: levels[{index}].{name} must be "
                               f"{'an integer >= 0' if name in _LEVEL_COUNTS else 'true or false' if name == 'stalled' else 'a number'}"
                               f", got {_shown(value)}")
+    if isinstance(level.get("n_failed"), numbers.Integral) and level["n_failed"] > n_samples:
+        raise ScarceError(f"EstimateResult.from_dict: levels[{index}].n_failed={level['n_failed']} exceeds "
+                          f"n_samples={n_samples}, the size of a level's population")
 
 
 #: The result's float fields, where older files wrote a non-finite float as a string.

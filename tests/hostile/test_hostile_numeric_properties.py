@@ -334,6 +334,57 @@ def test_a_stored_result_with_one_hostile_field_loads_valid_or_is_refused(field,
     json.loads(result.to_json())
 
 
+def _stored_results() -> list[dict]:
+    """Results of each kind as files hold them: Subset Simulation reached and stopped short,
+    splitting flagged for few particles, Monte Carlo."""
+    problem = linear(dim=2, probability=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        made = [SubsetSimulation(n_samples=200).estimate(problem, seed=0),
+                SubsetSimulation(n_samples=200, max_levels=3).estimate(problem, seed=0),
+                AdaptiveMultilevelSplitting(n_samples=50, n_replicas=2).estimate(problem, seed=0),
+                MonteCarlo(n_samples=4000).estimate(problem, seed=0)]
+    return [json.loads(result.to_json()) for result in made]
+
+
+STORED_KINDS = _stored_results()
+nested_values = st.one_of(json_values, st.integers(-(10**400), 10**400), st.sampled_from(["inf", "-inf", "nan"]))
+
+
+@st.composite
+def one_nested_field_changed(draw):
+    """A stored result with one field of a level record or of ``info`` replaced, added or removed."""
+    data = json.loads(json.dumps(draw(st.sampled_from(STORED_KINDS))))
+    if draw(st.booleans()) and data["levels"]:
+        record = data["levels"][draw(st.integers(0, len(data["levels"]) - 1))]
+    else:
+        record = data["info"]
+    key = draw(st.sampled_from(sorted(record) + ["bogus"]))
+    if draw(st.integers(0, 5)) == 0:
+        record.pop(key, None)
+    else:
+        record[key] = draw(nested_values)
+    return data
+
+
+@hostile
+@given(data=one_nested_field_changed())
+def test_a_stored_result_with_one_hostile_nested_field_loads_usable_or_is_refused(data):
+    """A level record or an ``info`` entry edited or corrupted: refused on loading, or a result
+    whose interval, flags, summary and degrees of freedom all answer without a foreign exception
+    (a loaded result must be able to state them), with an interval inside [0, 1]."""
+    result = _expect_ok_or_scarce(lambda: EstimateResult.from_json(json.dumps(data)))
+    if result is None:
+        return
+    low, high = result.ci(0.95)
+    assert 0.0 <= low <= high <= 1.0
+    assert isinstance(result.summary(), str) and isinstance(result.flags, tuple)
+    df = result.degrees_of_freedom()
+    assert df is None or df >= 1.0
+    result.few_degrees_of_freedom()
+    json.loads(result.to_json())
+
+
 @hostile
 @given(probability=mixed(st.floats(1e-300, 1.0)), cov=mixed(st.floats(0.0, 1e6)),
        level=mixed(st.floats(0.01, 0.999999)), df=mixed(st.one_of(st.none(), st.floats(0.5, 1e6))))
