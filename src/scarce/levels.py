@@ -172,7 +172,7 @@ def auto_level_probability(n_samples: int) -> float:
     fewer than 100 (:class:`scarce.errors.FewChainsWarning`). The measurements are on the
     documentation's benchmark page "The engine under hostile scores".
     """
-    return min(0.5, max(DEFAULT_LEVEL_PROBABILITY, MIN_CHAINS_PER_LEVEL / n_samples))
+    return min(0.5, max(DEFAULT_LEVEL_PROBABILITY, MIN_CHAINS_PER_LEVEL / check_positive_int("n_samples", n_samples)))
 
 
 def resolve_level_probability(n_samples: object, level_probability: object) -> object:

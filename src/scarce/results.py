@@ -324,8 +324,9 @@ class EstimateResult:
                        f"of the {self.info.get('failures_found', '?')} the chains found scored below their level's "
                        f"boundary; the first appeared at level {self.info['failure_origin_level']})")
         if self.reached_failure and self.n_failed == 0 and not self.levels[1:]:
-            out.append(f"no failure in {self.n_samples:,} samples: P <= {3.0 / self.n_samples:.3g} at 95% "
-                       f"(rule of three; the interval is the exact Clopper-Pearson one)")
+            bound = -math.expm1(math.log(0.05) / self.n_samples) if self.n_samples > 0 else 1.0  # 1 - 0.05^(1/N)
+            out.append(f"no failure in {self.n_samples:,} samples: P <= {bound:.3g} at 95%, one-sided (about 3 / N, "
+                       f"the rule of three; the interval is the exact two-sided Clopper-Pearson one)")
         return tuple(out)
 
     def summary(self, confidence: float = 0.95) -> str:

@@ -223,3 +223,73 @@ def test_the_error_bar_table_gives_each_share_its_count_and_wilson_interval():
     # Wilson (1927) for 14 of 18 at 95%: 0.548 to 0.910
     assert lines[2] == "| Margin SS | 6 x 3 | 0 | 0 | 0.78 | 14 of 18 | 0.55-0.91 |"
     assert lines[3].endswith("| - | - |")
+
+
+# --- A hostile audit of the command line (2026-11-29) ------------------------------------------
+
+
+def _copy(finished_run, tmp_path, name):
+    import shutil
+
+    target = tmp_path / name
+    shutil.copytree(finished_run, target)
+    return target
+
+
+def test_a_run_whose_every_task_file_is_gone_is_a_clear_error(tmp_path, finished_run):
+    """Every task file removed (or unreadable): the report command said nothing useful and raised
+    AttributeError on an empty table; it now says the run holds no readable result."""
+    empty = _copy(finished_run, tmp_path, "empty")
+    for path in (empty / "tasks").glob("*.json"):
+        path.unlink()
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(empty)])
+    assert result.exit_code == 2 and "holds no readable task result" in result.output
+    assert not isinstance(result.exception, AttributeError)
+
+
+def _rewrite_payload(path, change):
+    """Change a task file's payload and give it the checksum the store verifies: damage a checksum misses."""
+    import hashlib
+
+    from scarce.experiments.store import _canonical
+
+    record = json.loads(path.read_text())
+    change(record["payload"])
+    record["checksum"] = hashlib.sha256(_canonical(record["payload"]).encode()).hexdigest()
+    path.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("change", [
+    lambda p: p.__setitem__("result", "x"),
+    lambda p: p["result"].__setitem__("probability", "big"),
+    lambda p: p.pop("method"),
+    lambda p: p.__setitem__("label", "two"),
+], ids=["result-text", "probability-text", "no-method", "label-text"])
+def test_a_checksummed_task_file_holding_no_task_result_is_left_out_and_named(tmp_path, finished_run, change):
+    damaged = _copy(finished_run, tmp_path, "checksummed")
+    victim = sorted((damaged / "tasks").glob("eval-*.json"))[0]
+    _rewrite_payload(victim, change)
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(damaged)])
+    assert result.exit_code == 0, result.output
+    assert f"{victim} is damaged and left out of the report" in result.output
+
+
+@pytest.mark.parametrize("field, value", [("context", [1, 2]), ("keys", 5), ("keys", [1, 2]), ("keys", "eval"),
+                                          ("context", None)])
+def test_a_damaged_finished_record_is_refused_by_the_report_and_recomputed_by_a_rerun(tmp_path, finished_run,
+                                                                                         field, value):
+    damaged = _copy(finished_run, tmp_path, "finished")
+    path = damaged / "finished.json"
+    stored = json.loads(path.read_text())
+    stored[field] = value
+    path.write_text(json.dumps(stored))
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(damaged)])
+    assert result.exit_code == 2 and "finished.json is damaged" in result.output
+
+
+def test_a_finished_record_of_another_configuration_is_refused_by_the_report(tmp_path, finished_run):
+    damaged = _copy(finished_run, tmp_path, "foreign")
+    path = damaged / "finished.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "fingerprint": "0" * 64}))
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(damaged)])
+    assert result.exit_code == 2 and "another configuration" in result.output

@@ -158,3 +158,58 @@ def test_run_warnings_name_a_few_stale_task_files_and_count_the_rest(capsys):
     err = capsys.readouterr().err
     assert [f"t{i}.json" in err for i in range(10)] == [True] * 3 + [False] * 7
     assert "7 more task files of another estimator revision were recomputed" in err and "bad.json" in err
+
+
+# --- A hostile audit of the command line (2026-11-29) ------------------------------------------
+
+
+def test_estimate_with_no_samples_is_a_clear_error():
+    """``--n-samples 0`` divided by zero while sizing the progress bar, before the estimator's check."""
+    result = runner.invoke(app, ["estimate", "--n-samples", "0"])
+    assert result.exit_code == 2 and "n_samples must be an integer" in result.output
+
+
+def test_a_failure_beyond_the_level_limit_is_refused_before_the_run_with_the_option_that_reaches_it():
+    result = runner.invoke(app, ["estimate", "--pf", "1e-300", "--n-samples", "200"])
+    assert result.exit_code == 2 and "raise --max-levels to at least" in result.output
+    deep = runner.invoke(app, ["estimate", "--pf", "1e-20", "--dim", "10", "--n-samples", "200", "--max-levels", "80",
+                               "--json"])
+    assert deep.exit_code == 0, deep.output
+    assert json.loads(deep.output)["status"] == "converged"
+    mc = runner.invoke(app, ["estimate", "--method", "mc", "--max-levels", "80"])
+    assert mc.exit_code == 2 and "--max-levels applies to --method ss only" in mc.output
+
+
+@pytest.mark.parametrize("confidence, label", [("0.999", "99.9% interval"), ("0.001", "0.1% interval"),
+                                               ("0.95", "95% interval")])
+def test_the_interval_is_labelled_with_its_own_confidence(confidence, label):
+    result = runner.invoke(app, ["estimate", "--dim", "10", "--pf", "1e-3", "--n-samples", "500",
+                                 "--confidence", confidence])
+    assert result.exit_code == 0 and label in result.output, result.output
+
+
+def test_the_anytime_bound_is_labelled_with_the_delta_given():
+    result = runner.invoke(app, ["estimate", "--dim", "10", "--pf", "1e-3", "--n-samples", "500",
+                                 "--delta", "0.9999999999999999"])
+    assert result.exit_code == 0 and "delta=0.9999999999999999" in result.output, result.output
+
+
+def test_serial_and_a_dask_scheduler_together_are_refused():
+    from scarce.errors import ScarceError
+    from scarce.experiments.executors import executor_from_options
+
+    for options in ({"dask": "local"}, {"scheduler": "tcp://127.0.0.1:1"}):
+        with pytest.raises(ScarceError, match="contradict each other"):
+            executor_from_options("serial", **options)
+
+
+def test_a_run_directory_name_that_is_not_utf8_is_refused_before_any_work(tmp_path):
+    import os
+
+    from scarce.errors import ScarceError
+    from scarce.experiments.store import check_run_dir
+
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad\xffname")
+    with pytest.raises(ScarceError, match="run directory must be a name in UTF-8"):
+        check_run_dir(odd)
+    assert not os.path.exists(os.fsencode(odd))

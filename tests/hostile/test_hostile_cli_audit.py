@@ -326,3 +326,40 @@ def test_llm_commands_exit_cleanly_and_write_nothing_in_the_working_directory(ho
         assert result.exception is None or isinstance(result.exception, SystemExit), (args, repr(result.exception))
         assert result.exit_code == 2 and ("error:" in result.output or "Invalid value" in result.output), \
             (args, result.output)
+
+
+def test_vision_on_mnist_without_a_data_directory_is_refused_before_the_run_directory_is_made(tmp_path, vision_stub,
+                                                                                             monkeypatch):
+    """The paper preset's missing or wrong --data-dir was found after config.json and cache/ were written."""
+    monkeypatch.delenv("SCARCE_DATA_DIR", raising=False)
+    run_dir = tmp_path / "mnist-run"
+    for extra, message in (((), "give --data-dir (or set SCARCE_DATA_DIR)"),
+                           (("--data-dir", str(tmp_path / "nowhere")), "is not a directory")):
+        result = runner.invoke(app, ["vision", "--preset", "tiny", "--set", "data=mnist", "--executor", "serial",
+                                     "--run-dir", str(run_dir), *extra])
+        _refused(result, message)
+        assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("blocker", ["tasks", "errors", "cache", "finished.json"])
+def test_vision_refuses_a_run_directory_whose_own_parts_are_in_the_way_before_any_work(tmp_path, vision_stub,
+                                                                                     blocker):
+    """``tasks`` as a file failed only when the first task was saved, ``finished.json`` as a
+    directory only after the whole run."""
+    run_dir = tmp_path / "blocked"
+    run_dir.mkdir()
+    if blocker == "finished.json":
+        (run_dir / blocker).mkdir()
+    else:
+        (run_dir / blocker).write_text("x")
+    result = runner.invoke(app, ["vision", "--preset", "tiny", "--executor", "serial", "--run-dir", str(run_dir)])
+    _refused(result, repr(blocker) if blocker != "finished.json" else "a directory named finished.json")
+
+
+def test_estimate_errors_name_the_option_that_was_given():
+    for args, option in ((["--n-samples", "-5"], "--n-samples: n_samples"),
+                         (["--stop-factor", "0"], "--stop-factor: stop_factor"),
+                         (["--pf", "0"], "--pf: probability"),
+                         (["--dim", "0"], "--dim: dim")):
+        result = runner.invoke(app, ["estimate", *args])
+        assert result.exit_code == 2 and f"error: {option}" in result.output, (args, result.output)

@@ -151,6 +151,15 @@ def test_a_complex_npy_input_is_refused_by_the_cli_reader(tmp_path):
     assert np.array_equal(read_input(tmp_path / "real.npy"), X_MLP)
 
 
+def test_a_nan_in_the_input_file_is_blamed_on_the_input_not_on_the_noise(tmp_path):
+    """A NaN in ``--input`` was reported as non-finite perturbed inputs, with advice on the noise."""
+    x = np.array(X_MLP, dtype=float)
+    x.ravel()[3] = np.nan
+    np.save(tmp_path / "x.npy", x)
+    with pytest.raises(ScarceError, match=r"--input .* holds 1 value\(s\) that are not finite .* at flat index 3"):
+        read_input(tmp_path / "x.npy")
+
+
 # ------------------------------------------------------------------ 7, 8, 9: failure, estimator, callback
 
 @pytest.mark.parametrize("options, message", [

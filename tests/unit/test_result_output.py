@@ -50,7 +50,10 @@ def test_an_infinite_cov_says_why_and_monte_carlo_without_failure_is_flagged():
     assert _cov(_budget_result()) == "inf (the failure event was not reached)"
     mc = scarce.MonteCarlo(n_samples=1000).estimate(linear(dim=3, probability=1e-6), seed=0)
     assert mc.n_failed == 0 and _cov(mc) == "inf (no failure observed)"
-    assert any("no failure in 1,000 samples: P <= 0.003 at 95% (rule of three" in flag for flag in mc.flags)
+    assert any("no failure in 1,000 samples: P <= 0.00299 at 95%, one-sided (about 3 / N, the rule of three" in flag
+               for flag in mc.flags)
+    tiny = scarce.MonteCarlo(n_samples=2).estimate(linear(dim=3, probability=1e-6), seed=0)
+    assert any("P <= 0.776 at 95%" in flag for flag in tiny.flags)  # 1 - 0.05^(1/2), not 3 / 2
     hit = scarce.MonteCarlo(n_samples=1000).estimate(linear(dim=3, probability=0.05), seed=0)
     assert hit.n_failed > 0 and not any("rule of three" in flag for flag in hit.flags)
 

@@ -173,10 +173,16 @@ class level_progress:
         return self.progress.__exit__(*exc)
 
 
-def cli_message(error: BaseException) -> str:
+def cli_message(error: BaseException, options: dict[str, str] | None = None) -> str:
     """``error``'s message in the command line's words: the library's ``allow_large=True``
-    override of a resource bound is the ``--allow-large`` option of the command."""
-    return str(error).replace("allow_large=True", "--allow-large")
+    override of a resource bound is the ``--allow-large`` option of the command, and a message
+    that begins with a library parameter ``options`` maps to an option (``n_samples`` ->
+    ``--n-samples``) is introduced by that option."""
+    message = str(error).replace("allow_large=True", "--allow-large")
+    for name, option in (options or {}).items():
+        if message.startswith((f"{name} ", f"{name}=")):
+            return f"{option}: {message}"
+    return message
 
 
 def fail(message: str, cause: BaseException) -> NoReturn:

@@ -19,7 +19,13 @@ class Method(str, Enum):
 
 #: Defaults of the options only Subset Simulation reads: given another value with ``--method mc``, they are refused.
 _SUBSET_DEFAULTS = {"--level-probability": "auto", "--kernel": "acs", "--max-queries": None, "--stop-factor": 0.5,
-                    "--count-seeds": "independent"}
+                    "--count-seeds": "independent", "--max-levels": 50}
+
+
+#: The library's parameter behind each option, for errors that name the parameter (``cli_message``).
+_OPTIONS = {"n_samples": "--n-samples", "level_probability": "--level-probability", "stop_factor": "--stop-factor",
+            "max_queries": "--max-queries", "max_levels": "--max-levels", "count_seeds": "--count-seeds",
+            "probability": "--pf", "dim": "--dim", "k": "--k", "seed": "--seed"}
 
 
 def estimate(
@@ -33,6 +39,8 @@ def estimate(
     kernel: str = typer.Option(_SUBSET_DEFAULTS["--kernel"], help="MCMC kernel: acs (adaptive conditional sampling), mma (modified Metropolis) "
                                         "or surface (response-surface sampling, for scores close to a linear function plus one isotropic curvature)."),
     max_queries: Optional[int] = typer.Option(None, help="Query budget; a partial, flagged result when exhausted."),
+    max_levels: int = typer.Option(_SUBSET_DEFAULTS["--max-levels"],
+                                   help="Most levels a run takes; a partial, flagged result when reached."),
     stop_factor: float = typer.Option(
         _SUBSET_DEFAULTS["--stop-factor"], help="Stop at the first level where stop_factor * p0 * N samples failed, in (0, 1]; 1 is the classic rule."
     ),
@@ -54,15 +62,16 @@ def estimate(
         check_report_options(confidence, delta)
         _check_applicable(problem, {"--dim": dim, "--pf": pf, "--k": k}, method,
                           {"--level-probability": level_probability, "--kernel": kernel, "--max-queries": max_queries,
-                           "--stop-factor": stop_factor, "--count-seeds": count_seeds})
+                           "--stop-factor": stop_factor, "--count-seeds": count_seeds, "--max-levels": max_levels})
         rare = _problem(problem, dim, pf, k)
         estimator = _estimator(method, n_samples, level_probability_option(level_probability), kernel, max_queries, stop_factor, count_seeds,
-                               allow_large)
+                               allow_large, max_levels)
+        _check_reachable(estimator, rare.exact_probability)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ScarceWarning)
             result = estimator.estimate(rare, seed=seed) if json_output else _with_progress(estimator, rare, seed)
     except (ScarceError, TypeError) as exc:
-        fail(cli_message(exc), exc)
+        fail(cli_message(exc, _OPTIONS), exc)
     show_estimate(result, caught, json_output=json_output, confidence=confidence, delta=delta,
                   exact=rare.exact_probability)
 
@@ -97,7 +106,8 @@ def _problem(name: str, dim: int | None, pf: float | None, k: float | None):  # 
 
 
 def _estimator(method: Method, n_samples: int, level_probability: float | str, kernel: str,  # type: ignore[no-untyped-def]
-               max_queries: int | None, stop_factor: float, count_seeds: str, allow_large: bool = False):
+               max_queries: int | None, stop_factor: float, count_seeds: str, allow_large: bool = False,
+               max_levels: int = 50):
     from scarce.estimators import MonteCarlo, SubsetSimulation
     from scarce.kernels import make_kernel
 
@@ -105,7 +115,28 @@ def _estimator(method: Method, n_samples: int, level_probability: float | str, k
         return MonteCarlo(n_samples=n_samples, allow_large=allow_large)
     return SubsetSimulation(n_samples=n_samples, level_probability=level_probability, kernel=make_kernel(kernel),
                             max_queries=max_queries, stop_factor=stop_factor, count_seeds=count_seeds,
-                            allow_large=allow_large)
+                            allow_large=allow_large, max_levels=max_levels)
+
+
+def _check_reachable(estimator, exact: float | None) -> None:  # type: ignore[no-untyped-def]
+    """Refuse a problem whose exact probability lies beyond the levels ``--max-levels`` allows.
+
+    A run reaches at most ``p0^(max_levels - 1)`` before its last level (whose factor is at most
+    1), so a rarer failure could only end flagged ``max_levels`` with an estimate of 0: said
+    before the run, with the levels it needs.
+    """
+    from scarce.errors import ScarceError
+    from scarce.levels import resolve_level_probability
+
+    p0 = resolve_level_probability(estimator.n_samples, getattr(estimator, "level_probability", None))
+    levels = getattr(estimator, "max_levels", None)
+    if not (isinstance(exact, float) and 0.0 < exact < 1.0 and isinstance(p0, float) and 0.0 < p0 < 1.0
+            and isinstance(levels, int) and levels > 0):
+        return  # Monte Carlo, or a setting the estimator reports on itself
+    needed = math.ceil(math.log(exact) / math.log(p0)) + 1
+    if needed > levels:
+        raise ScarceError(f"--pf {exact:g} needs about {needed} levels at level probability {p0:g}, more than "
+                          f"--max-levels {levels}; raise --max-levels to at least {needed}")
 
 
 def _with_progress(estimator, problem, seed):  # type: ignore[no-untyped-def]
@@ -114,7 +145,7 @@ def _with_progress(estimator, problem, seed):  # type: ignore[no-untyped-def]
 
     expected = None
     exact, p0 = problem.exact_probability, getattr(estimator, "level_probability", None)
-    if p0 == "auto":
+    if p0 == "auto" and isinstance(estimator.n_samples, int) and estimator.n_samples > 0:
         p0 = auto_level_probability(estimator.n_samples)
     # only a guess for the bar's length: bad values are the estimator's to report, not a crash here
     if isinstance(exact, float) and isinstance(p0, (int, float)) and 0 < exact < 1 and 0 < p0 < 1:

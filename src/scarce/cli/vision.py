@@ -42,6 +42,8 @@ def vision(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from pathlib import Path
+
     from scarce.applications.vision.problem import resolve_device
     from scarce.errors import ScarceError
     from scarce.experiments.store import check_run_dir
@@ -50,6 +52,9 @@ def vision(
                if v is not None}
     try:
         check_run_dir(run_dir)
+        if (Path(run_dir) / FINISHED).is_dir():  # found now, not after the whole run when the record is written
+            raise ScarceError(f"run directory {run_dir!r} holds a directory named {FINISHED}, where a finished run "
+                              "records its report's context: move it away or pass another run directory")
         chosen = _chosen_preset(preset, settings or [], options, data_dir)  # every setting and the resource bounds
         resolve_device(device)  # before anything is written
         pool = pool_from_options(executor, dask, scheduler, workers, allow_large=chosen.allow_large)
@@ -89,6 +94,16 @@ def _chosen_preset(preset: str, settings: list[str], options: dict,  # type: ign
     if data_dir is not None and chosen.data != "mnist":
         raise ScarceError(f"--data-dir {data_dir!r} is read only by a run on the MNIST IDX files (preset paper, or "
                           f"--set data=mnist); preset {preset!r} reads data={chosen.data!r}: leave --data-dir out")
+    if chosen.data == "mnist":  # said before the run directory is made, not when the digits are read
+        import os
+
+        source = data_dir if data_dir is not None else os.environ.get("SCARCE_DATA_DIR")
+        if not source:
+            raise ScarceError(f"preset {preset!r} reads the MNIST IDX files: give --data-dir (or set SCARCE_DATA_DIR) "
+                              "to the directory that holds them")
+        if not os.path.isdir(source):
+            raise ScarceError(f"--data-dir {source!r} is not a directory; give the directory that holds the MNIST "
+                              "IDX files")
     return chosen
 
 
@@ -118,17 +133,31 @@ def _finished(run_dir: str, config: dict) -> Optional[dict]:  # type: ignore[typ
 
     path = Path(run_dir) / FINISHED
     try:
-        stored = json.loads(path.read_text())
-    except (OSError, ValueError):
+        stored = _finished_record(json.loads(path.read_text()))
+    except (OSError, ValueError):  # ScarceError is a ValueError: a damaged record, and the run recomputes
         return None
-    if not isinstance(stored, dict) or stored.get("fingerprint") != config_fingerprint(config):
+    if stored["fingerprint"] != config_fingerprint(config):
         return None
     store = ResultStore(run_dir, config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the run that follows says which file is damaged
-        if any(store.load(key) is None for key in stored.get("keys") or ()):
+        if any(store.load(key) is None for key in stored["keys"]):
             return None
-    return stored.get("context")
+    return stored["context"]
+
+
+def _finished_record(stored: object) -> dict:  # type: ignore[type-arg]
+    """``stored`` (what :data:`FINISHED` holds) if it is a record this command writes, else a :class:`ScarceError`:
+    a fingerprint, a context of named values and the task keys, all strings."""
+    from scarce.errors import ScarceError
+
+    ok = (isinstance(stored, dict) and isinstance(stored.get("fingerprint"), str)
+          and isinstance(stored.get("context"), dict) and all(isinstance(k, str) for k in stored["context"])
+          and isinstance(stored.get("keys"), list) and all(isinstance(k, str) for k in stored["keys"]))
+    if not ok:
+        raise ScarceError(f"{FINISHED} is damaged (it must hold a fingerprint, a context and the task keys); rerun "
+                          "scarce vision with the same settings to finish the run again")
+    return stored  # type: ignore[return-value]
 
 
 def _run_protocol(chosen, run_dir, data_dir, device, pool):  # type: ignore[no-untyped-def]
@@ -159,10 +188,14 @@ def _run_protocol(chosen, run_dir, data_dir, device, pool):  # type: ignore[no-u
 
 
 def _report_or_fail(store, context, run_dir) -> None:  # type: ignore[no-untyped-def]
+    from scarce.errors import ScarceError
+
     try:
         _vision_report(store, context, run_dir)
     except OSError as exc:
         fail(describe_os_error(exc), exc)
+    except ScarceError as exc:
+        fail(str(exc), exc)
 
 
 def _readable_rows(store, result_rows):  # type: ignore[no-untyped-def]
@@ -191,7 +224,13 @@ def _vision_report(store, context, run_dir) -> None:  # type: ignore[no-untyped-
     from scarce.reporting.tables import print_vision_tables
     from scarce.reporting.vision import write_report
 
+    from scarce.errors import ScarceError
+
     frame, left_out = _readable_rows(store, result_rows)
+    if frame.empty:
+        raise ScarceError(f"run directory {str(run_dir)!r} holds no readable task result ({len(left_out)} damaged "
+                          f"or of another estimator revision); rerun scarce vision with the same settings to "
+                          f"recompute them")
     if left_out:  # the report renders what exists and says what it could not use
         context = {**context, "task files left out (damaged, or of another estimator revision; rerun scarce "
                               "vision to recompute them)": f"{len(left_out)}: " + ", ".join(
@@ -216,12 +255,16 @@ def report(run_dir: str = typer.Option("runs/vision-quick", help="A finished run
     try:
         store = ResultStore.open(run_dir)
         stored = json.loads((Path(run_dir) / FINISHED).read_text()) if (Path(run_dir) / FINISHED).is_file() else None
-        if not isinstance(stored, dict) or "context" not in stored:
+        if stored is None:
             raise ScarceError(f"{run_dir!r} holds no finished vision run ({FINISHED} is written when every task has "
                               f"finished without an error); run scarce vision with the same settings to finish it")
+        stored = _finished_record(stored)
+        if stored["fingerprint"] != store.fingerprint:
+            raise ScarceError(f"{FINISHED} in {run_dir!r} was written for another configuration than the run "
+                              f"directory's; rerun scarce vision with the same settings to finish the run again")
         if store.errors():  # a rerun after finishing recorded errors: the report says so
             stored["context"]["task errors"] = len(store.errors())
-        missing = sorted(set(stored.get("keys") or ()) - set(store.keys()))
+        missing = sorted(set(stored["keys"]) - set(store.keys()))
         if missing:  # task files removed since the run finished: named, and the report renders the rest
             stored["context"]["missing task files (rerun scarce vision to recompute them)"] = (
                 f"{len(missing)}: " + ", ".join(missing[:20]) + (" ..." if len(missing) > 20 else ""))

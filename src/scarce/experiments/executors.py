@@ -586,6 +586,10 @@ def executor_from_options(executor: str = "process", *, dask: str | None = None,
     """
     if dask is not None and scheduler is not None:
         raise ScarceError(f"give the scheduler once: --dask {dask!r} or --scheduler {scheduler!r}")
+    if executor == "serial" and (dask is not None or scheduler is not None):  # "process" is the default: not a choice
+        given = f"--dask {dask!r}" if dask is not None else f"--scheduler {scheduler!r}"
+        raise ScarceError(f"--executor 'serial' and {given} contradict each other: {given} runs the tasks on Dask; "
+                          "give one of them")
     address = scheduler if scheduler is not None else (None if dask in (None, "local") else dask)
     kind = "dask" if (dask is not None or scheduler is not None) else executor
     return make_executor(kind, n_workers=workers, address=address)

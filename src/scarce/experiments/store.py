@@ -202,10 +202,17 @@ def _read_json(path: Path) -> Any:
 
 def check_run_dir(root: Any) -> Path:
     """``root`` as a run-directory path (:func:`scarce.checks.check_path`: an empty name would
-    write into the current directory)."""
+    write into the current directory), in UTF-8."""
     from scarce.checks import check_path
 
-    return check_path("run directory", root)
+    path = check_path("run directory", root)
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # bytes the file system's encoding could not decode, kept as surrogates
+        raise ScarceError(f"run directory must be a name in UTF-8, got {str(path)!r}: the report's tables are written "
+                          "by a library (pyarrow) that takes UTF-8 paths only, so the run would end in an error after "
+                          "all its work") from None
+    return path
 
 
 def _check_key(key: str) -> str:
@@ -235,6 +242,10 @@ class ResultStore:
             if self.root.exists() and not self.root.is_dir():
                 raise ScarceError(f"run directory {str(self.root)!r} exists and is not a directory; pass "
                                   "a new or existing directory")
+            for sub in ("tasks", "errors", "cache"):  # found now, not when the first task is saved
+                if (self.root / sub).exists() and not (self.root / sub).is_dir():
+                    raise ScarceError(f"run directory {str(self.root)!r} holds {sub!r}, which is not a directory; "
+                                      f"a run keeps its {sub} there: move it away or pass another run directory")
             stored = _read_json(config_path)
         except FileNotFoundError:
             stored = None
@@ -379,6 +390,13 @@ class ResultStore:
             records[path.stem] = record if isinstance(record, dict) else \
                 {"key": path.stem, "type": "unreadable", "message": f"{path} holds no error record"}
         return records
+
+    def unreadable(self, key: str, why: str) -> None:
+        """Say that task ``key``'s file, verified, ``why`` cannot be used (a :class:`CorruptResultWarning`
+        with its path): an application reading its payload found what no task writes there."""
+        path = self._task_path(key)
+        warn_user(CorruptResultWarning(f"result file {path} is corrupted: it {why}; delete it and rerun to "
+                                       "recompute the task", path=str(path)), CorruptResultWarning)
 
     def keys(self) -> list[str]:
         """Keys of the task files present (readable or not)."""

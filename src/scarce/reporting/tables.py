@@ -45,6 +45,14 @@ def levels_table(result: EstimateResult):  # type: ignore[no-untyped-def]
     return table
 
 
+def _percent(level: float) -> str:
+    """``level`` as a percentage with the digits it needs: 95%, 99.9%, 0.1%, never rounded to 100% or 0%."""
+    digits = 0
+    while digits < 15 and (round(level * 100, digits) in (0.0, 100.0) or abs(round(level * 100, digits) - level * 100) > 1e-9):
+        digits += 1
+    return f"{level * 100:.{digits}f}%"
+
+
 def summary_table(result: EstimateResult, exact: float | None = None, confidence: float = 0.95, delta: float = 0.05):  # type: ignore[no-untyped-def]
     """A rich table with the estimate, its error bars and the query count."""
     from rich.table import Table
@@ -58,12 +66,12 @@ def summary_table(result: EstimateResult, exact: float | None = None, confidence
         table.add_row("exact P_f", f"{exact:.4e}")
         table.add_row("estimate / exact", f"{result.probability / exact:.3f}")
     table.add_row("CoV (estimated)", _cov(result))
-    table.add_row(f"{confidence:.0%} interval", f"[{lo:.3e}, {_fmt(hi, '.3e')}]")
+    table.add_row(f"{_percent(confidence)} interval", f"[{lo:.3e}, {_fmt(hi, '.3e')}]")
     df = result.degrees_of_freedom()
     if df is not None:  # the interval's Student t quantile; with few, the interval is the error bar
         few = " (few: the interval, not the CoV, is the error bar)" if result.few_degrees_of_freedom() else ""
         table.add_row("interval's degrees of freedom", f"{df:.3g}{few}")
-    table.add_row(f"anytime lower bound (delta={delta:g})", f"{result.envelope(delta).lower:.3e}")
+    table.add_row(f"anytime lower bound (delta={float(delta)!r})", f"{result.envelope(delta).lower:.3e}")
     table.add_row("queries", f"{result.n_queries:,}")
     table.add_row("wall time", f"{result.wall_time:.3f} s")
     table.add_row("status", result.status + (f" ({'; '.join(result.flags)})" if result.flags else ""))

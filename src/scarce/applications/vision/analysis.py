@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from scarce.applications.vision.methods import display_name
+from scarce.errors import ScarceError
 
 __all__ = ["T_REF", "head_to_head", "rank_rulers", "report_context", "result_rows"]
 
@@ -37,20 +38,11 @@ def result_rows(store: Any) -> Any:
     from scarce.results import EstimateResult
 
     rows = []
-    for _, payload, timing in store.timed_items():
-        res = payload["result"]
-        result = EstimateResult.from_dict(res)
-        low, high = result.ci(0.95)
-        rows.append({
-            "stage": payload["stage"], "seed_index": payload["seed_index"], "label": payload["label"],
-            "method": payload["method"], "name": display_name(payload["method"]), "run": payload.get("run", 0),
-            "p_hat": res["probability"], "cov": res["cov"], "n_queries": res["n_queries"],
-            "n_failed": res["n_failed"], "reached_failure": res["reached_failure"],
-            "status": res["status"], "n_levels": len(res.get("levels", ())),
-            "level_jumps": res.get("info", {}).get("level_jumps", 0),
-            "ci_low": low, "ci_high": high, "thin_evidence": result.thin_evidence,
-            "wall": timing.get("wall", res.get("wall_time", np.nan)), "forward": timing.get("forward", np.nan),
-        })
+    for key, payload, timing in store.timed_items():
+        try:
+            rows.append(_task_row(payload, timing))
+        except ScarceError as exc:  # a checksummed file whose content no task writes: left out, and said
+            store.unreadable(key, f"holds no result a task writes ({exc})")
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
@@ -95,6 +87,35 @@ def _summary(frame: Any) -> Any:
     out["runtime_calibrated"] = out.queries * T_REF
     out["smc_mean_p"] = frame.groupby("method", sort=False).smc_p.mean()
     return out.reset_index()
+
+
+#: What a vision task's payload holds beside its result, and the type of each.
+_TASK_FIELDS = (("stage", str), ("seed_index", int), ("label", int), ("method", str), ("run", int))
+
+
+def _task_row(payload: Any, timing: dict) -> dict:  # type: ignore[type-arg]
+    """One task's row of :func:`result_rows`; a :class:`ScarceError` naming the field a task never writes so."""
+    from scarce.results import EstimateResult
+
+    if not isinstance(payload, dict) or "result" not in payload:
+        raise ScarceError("no 'result' field")
+    for name, kind in _TASK_FIELDS:
+        value = payload.get(name, 0 if name == "run" else None)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise ScarceError(f"{name} must be {'an integer' if kind is int else 'a string'}, got {value!r}")
+    res = payload["result"]
+    result = EstimateResult.from_dict(res)
+    low, high = result.ci(0.95)
+    return {
+        "stage": payload["stage"], "seed_index": payload["seed_index"], "label": payload["label"],
+        "method": payload["method"], "name": display_name(payload["method"]), "run": payload.get("run", 0),
+        "p_hat": result.probability, "cov": result.cov, "n_queries": result.n_queries,
+        "n_failed": result.n_failed, "reached_failure": result.reached_failure,
+        "status": result.status, "n_levels": len(result.levels),
+        "level_jumps": result.info.get("level_jumps", 0),
+        "ci_low": low, "ci_high": high, "thin_evidence": result.thin_evidence,
+        "wall": timing.get("wall", res.get("wall_time", np.nan)), "forward": timing.get("forward", np.nan),
+    }
 
 
 def rank_rulers(frame: Any, stage: str = "screen") -> Any:

@@ -157,6 +157,10 @@ def read_input(path: str | os.PathLike[str], shape: tuple[int, ...] | None = Non
         raise ScarceError(f"--input {str(file)!r}: the format {suffix or '(none)'} is not read; give a .npy array or an "
                           f"image ({', '.join(_IMAGE_SUFFIXES)})")
     x = np.asarray(x, dtype=np.float64)
+    if not np.isfinite(x).all():
+        bad = np.flatnonzero(~np.isfinite(x.ravel()))
+        raise ScarceError(f"--input {str(file)!r} holds {bad.size} value(s) that are not finite (NaN or inf), the "
+                          f"first {x.ravel()[bad[0]]!r} at flat index {int(bad[0])}; the input must be real numbers")
     if shape is not None:
         if not shape or any(n <= 0 for n in shape):
             raise ScarceError(f"--shape must be positive sizes, e.g. 3,32,32; got {','.join(map(str, shape))}")
