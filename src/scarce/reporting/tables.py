@@ -47,10 +47,12 @@ def levels_table(result: EstimateResult):  # type: ignore[no-untyped-def]
 
 def _percent(level: float) -> str:
     """``level`` as a percentage with the digits it needs: 95%, 99.9%, 0.1%, never rounded to 100% or 0%."""
-    digits = 0
-    while digits < 15 and (round(level * 100, digits) in (0.0, 100.0) or abs(round(level * 100, digits) - level * 100) > 1e-9):
-        digits += 1
-    return f"{level * 100:.{digits}f}%"
+    value = level * 100
+    for digits in range(16):  # the fewest decimals that show the value, strictly between 0 and 100
+        shown = round(value, digits)
+        if 0.0 < shown < 100.0 and abs(shown - value) <= 1e-9:
+            break
+    return f"{value:.{digits}f}%"
 
 
 def summary_table(result: EstimateResult, exact: float | None = None, confidence: float = 0.95, delta: float = 0.05):  # type: ignore[no-untyped-def]
