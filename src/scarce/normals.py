@@ -53,7 +53,9 @@ def check_dtype(dtype: Any) -> np.dtype:
     """``dtype`` as a numpy dtype, or a :class:`ScarceError` naming what is allowed."""
     try:
         # np.dtype(None) would be float64, and np.dtype(np.float32(7.5)) float32 (it reads the value's dtype)
-        resolved = None if dtype is None or isinstance(dtype, (np.generic, np.ndarray)) else np.dtype(dtype)
+        number = isinstance(dtype, np.ndarray) or (isinstance(dtype, np.generic)
+                                                   and not isinstance(dtype, (np.str_, np.bytes_)))
+        resolved = None if dtype is None or number else np.dtype(dtype)
     except Exception:  # noqa: BLE001 - numpy raises TypeError, ValueError or worse for odd objects
         resolved = None
     if resolved is None or resolved.name not in DTYPES:

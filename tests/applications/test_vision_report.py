@@ -287,6 +287,16 @@ def test_a_damaged_finished_record_is_refused_by_the_report_and_recomputed_by_a_
     assert result.exit_code == 2 and "finished.json is damaged" in result.output
 
 
+def test_a_finished_record_written_before_it_held_the_task_keys_still_reports(tmp_path, finished_run):
+    early = _copy(finished_run, tmp_path, "early")
+    path = early / "finished.json"
+    stored = json.loads(path.read_text())
+    del stored["keys"]
+    path.write_text(json.dumps(stored))
+    result = runner.invoke(app, ["vision", "report", "--run-dir", str(early)])
+    assert result.exit_code == 0, result.output
+
+
 def test_a_finished_record_of_another_configuration_is_refused_by_the_report(tmp_path, finished_run):
     damaged = _copy(finished_run, tmp_path, "foreign")
     path = damaged / "finished.json"

@@ -178,6 +178,14 @@ def test_a_failure_beyond_the_level_limit_is_refused_before_the_run_with_the_opt
     assert json.loads(deep.output)["status"] == "converged"
     mc = runner.invoke(app, ["estimate", "--method", "mc", "--max-levels", "80"])
     assert mc.exit_code == 2 and "--max-levels applies to --method ss only" in mc.output
+    # near the bound the run is left to try (a last level needs only stop_factor p0 of its samples
+    # to fail), and a problem without --pf is named by its own name
+    for args in (["--pf", "1e-49", "--dim", "10"], ["--pf", "5e-3", "--dim", "10", "--max-levels", "3"],
+                 ["--problem", "four_branch", "--max-levels", "3"]):
+        near = runner.invoke(app, ["estimate", *args, "--n-samples", "1000", "--json"])
+        assert near.exit_code == 0, (args, near.output)
+    far = runner.invoke(app, ["estimate", "--problem", "four_branch", "--max-levels", "1"])
+    assert far.exit_code == 2 and "--problem four_branch's probability" in far.output, far.output
 
 
 @pytest.mark.parametrize("confidence, label", [("0.999", "99.9% interval"), ("0.001", "0.1% interval"),

@@ -330,15 +330,14 @@ def test_llm_commands_exit_cleanly_and_write_nothing_in_the_working_directory(ho
 
 def test_vision_on_mnist_without_a_data_directory_is_refused_before_the_run_directory_is_made(tmp_path, vision_stub,
                                                                                              monkeypatch):
-    """The paper preset's missing or wrong --data-dir was found after config.json and cache/ were written."""
+    """The paper preset's missing --data-dir was found after config.json and cache/ were written.
+    (A directory given is the loader's to resolve: it expands ``~`` and reads a ``mnist:`` prefix.)"""
     monkeypatch.delenv("SCARCE_DATA_DIR", raising=False)
     run_dir = tmp_path / "mnist-run"
-    for extra, message in (((), "give --data-dir (or set SCARCE_DATA_DIR)"),
-                           (("--data-dir", str(tmp_path / "nowhere")), "is not a directory")):
-        result = runner.invoke(app, ["vision", "--preset", "tiny", "--set", "data=mnist", "--executor", "serial",
-                                     "--run-dir", str(run_dir), *extra])
-        _refused(result, message)
-        assert not run_dir.exists()
+    result = runner.invoke(app, ["vision", "--preset", "tiny", "--set", "data=mnist", "--executor", "serial",
+                                 "--run-dir", str(run_dir)])
+    _refused(result, "give --data-dir (or set SCARCE_DATA_DIR)")
+    assert not run_dir.exists()
 
 
 @pytest.mark.parametrize("blocker", ["tasks", "errors", "cache", "finished.json"])

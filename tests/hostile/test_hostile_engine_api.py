@@ -433,6 +433,32 @@ def test_a_callback_that_raises_is_reported_as_the_callbacks_error(make):
     assert isinstance(caught.value.__cause__, ZeroDivisionError)
 
 
+def test_a_callback_is_checked_as_it_is_called_not_as_a_decorator_wraps_it():
+    import functools
+
+    def inject(function):
+        @functools.wraps(function)
+        def wrapper(level):
+            return function(level, "context")
+        return wrapper
+
+    seen = []
+
+    @inject
+    def callback(level, context):
+        seen.append((level.level, context))
+
+    _quiet(lambda: SubsetSimulation(n_samples=200).estimate(linear(dim=2, probability=1e-2), seed=0,
+                                                            callback=callback))
+    assert seen and seen[0] == (0, "context")
+
+
+def test_a_numpy_string_still_names_a_dtype():
+    result = _quiet(lambda: SubsetSimulation(n_samples=200, dtype=np.str_("float32")).estimate(
+        linear(dim=2, probability=1e-2), seed=0))
+    assert result.info["dtype"] == "float32"
+
+
 def test_a_callback_that_takes_no_argument_is_refused_before_any_model_call():
     calls = []
 

@@ -66,7 +66,8 @@ def estimate(
         rare = _problem(problem, dim, pf, k)
         estimator = _estimator(method, n_samples, level_probability_option(level_probability), kernel, max_queries, stop_factor, count_seeds,
                                allow_large, max_levels)
-        _check_reachable(estimator, rare.exact_probability)
+        _check_reachable(estimator, rare.exact_probability,
+                         "--pf" if pf is not None else f"--problem {problem}'s probability")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ScarceWarning)
             result = estimator.estimate(rare, seed=seed) if json_output else _with_progress(estimator, rare, seed)
@@ -118,24 +119,26 @@ def _estimator(method: Method, n_samples: int, level_probability: float | str, k
                             allow_large=allow_large, max_levels=max_levels)
 
 
-def _check_reachable(estimator, exact: float | None) -> None:  # type: ignore[no-untyped-def]
-    """Refuse a problem whose exact probability lies beyond the levels ``--max-levels`` allows.
+def _check_reachable(estimator, exact: float | None, label: str) -> None:  # type: ignore[no-untyped-def]
+    """Refuse a problem whose exact probability lies clearly beyond the levels ``--max-levels`` allows.
 
-    A run reaches at most ``p0^(max_levels - 1)`` before its last level (whose factor is at most
-    1), so a rarer failure could only end flagged ``max_levels`` with an estimate of 0: said
-    before the run, with the levels it needs.
+    With ``M`` levels a run reaches about ``stop_factor p0^M`` (``M - 1`` intermediate levels, then
+    a last one where ``stop_factor p0`` of the samples fail); a failure a decade rarer than that
+    could only end flagged ``max_levels`` with an estimate of 0, and is said before the run, with
+    the levels it needs. Nearer the bound the run is left to try: its levels are random.
     """
     from scarce.errors import ScarceError
     from scarce.levels import resolve_level_probability
 
     p0 = resolve_level_probability(estimator.n_samples, getattr(estimator, "level_probability", None))
-    levels = getattr(estimator, "max_levels", None)
+    levels, factor = getattr(estimator, "max_levels", None), getattr(estimator, "stop_factor", None)
     if not (isinstance(exact, float) and 0.0 < exact < 1.0 and isinstance(p0, float) and 0.0 < p0 < 1.0
-            and isinstance(levels, int) and levels > 0):
+            and isinstance(levels, int) and levels > 0 and isinstance(factor, float) and 0.0 < factor <= 1.0):
         return  # Monte Carlo, or a setting the estimator reports on itself
-    needed = math.ceil(math.log(exact) / math.log(p0)) + 1
-    if needed > levels:
-        raise ScarceError(f"--pf {exact:g} needs about {needed} levels at level probability {p0:g}, more than "
+    reach = math.log(factor) + levels * math.log(p0)  # log of the rarest probability M levels reach
+    if math.log(exact) < reach - math.log(10.0):
+        needed = math.ceil((math.log(exact) - math.log(factor)) / math.log(p0) - 1e-9) + 1
+        raise ScarceError(f"{label} {exact:g} needs about {needed} levels at level probability {p0:g}, more than "
                           f"--max-levels {levels}; raise --max-levels to at least {needed}")
 
 

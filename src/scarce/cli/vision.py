@@ -97,13 +97,9 @@ def _chosen_preset(preset: str, settings: list[str], options: dict,  # type: ign
     if chosen.data == "mnist":  # said before the run directory is made, not when the digits are read
         import os
 
-        source = data_dir if data_dir is not None else os.environ.get("SCARCE_DATA_DIR")
-        if not source:
+        if data_dir is None and not os.environ.get("SCARCE_DATA_DIR"):  # the loader resolves and checks a given one
             raise ScarceError(f"preset {preset!r} reads the MNIST IDX files: give --data-dir (or set SCARCE_DATA_DIR) "
                               "to the directory that holds them")
-        if not os.path.isdir(source):
-            raise ScarceError(f"--data-dir {source!r} is not a directory; give the directory that holds the MNIST "
-                              "IDX files")
     return chosen
 
 
@@ -153,11 +149,11 @@ def _finished_record(stored: object) -> dict:  # type: ignore[type-arg]
 
     ok = (isinstance(stored, dict) and isinstance(stored.get("fingerprint"), str)
           and isinstance(stored.get("context"), dict) and all(isinstance(k, str) for k in stored["context"])
-          and isinstance(stored.get("keys"), list) and all(isinstance(k, str) for k in stored["keys"]))
+          and isinstance(stored.get("keys", []), list) and all(isinstance(k, str) for k in stored.get("keys", [])))
     if not ok:
         raise ScarceError(f"{FINISHED} is damaged (it must hold a fingerprint, a context and the task keys); rerun "
                           "scarce vision with the same settings to finish the run again")
-    return stored  # type: ignore[return-value]
+    return {**stored, "keys": stored.get("keys", [])}  # an early record holds no keys
 
 
 def _run_protocol(chosen, run_dir, data_dir, device, pool):  # type: ignore[no-untyped-def]
@@ -229,11 +225,11 @@ def _vision_report(store, context, run_dir) -> None:  # type: ignore[no-untyped-
     frame, left_out = _readable_rows(store, result_rows)
     if frame.empty:
         raise ScarceError(f"run directory {str(run_dir)!r} holds no readable task result ({len(left_out)} damaged "
-                          f"or of another estimator revision); rerun scarce vision with the same settings to "
-                          f"recompute them")
+                          f"or of another estimator revision); delete them and rerun scarce vision with the same "
+                          f"settings to recompute them")
     if left_out:  # the report renders what exists and says what it could not use
-        context = {**context, "task files left out (damaged, or of another estimator revision; rerun scarce "
-                              "vision to recompute them)": f"{len(left_out)}: " + ", ".join(
+        context = {**context, "task files left out (damaged, or of another estimator revision; delete them "
+                              "and rerun scarce vision to recompute them)": f"{len(left_out)}: " + ", ".join(
                                   Path(path).name for path, _ in left_out[:20])}
         for path, why in left_out:
             typer.echo(f"warning: {path} is {why} and left out of the report", err=True)

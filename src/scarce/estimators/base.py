@@ -71,7 +71,7 @@ def check_callback(callback: object) -> None:
         raise ScarceError(f"callback must be None or callable (it is called with each level's diagnostics), got "
                           f"{callback!r} ({type(callback).__name__})")
     try:
-        signature = inspect.signature(callback)
+        signature = inspect.signature(callback, follow_wrapped=False)  # what is called, not what a decorator wraps
     except (TypeError, ValueError):  # a builtin or extension callable without a signature: called as it is
         return
     try:

@@ -206,7 +206,7 @@ class SubsetSimulation(Estimator):
         MCMC move; :class:`~scarce.kernels.ConditionalSampling` by default.
     max_levels : int
         Stop (flagged, ``status="max_levels"``) after this many levels, or before a level whose
-        running probability would fall below :data:`scarce.levels.MIN_PROBABILITY` (1e-300).
+        running probability would fall below :data:`scarce.levels.MIN_PROBABILITY` (1e-305).
     max_queries : int, optional
         Query budget; a level that would exceed it is not started and the partial
         result is returned, flagged ``status="budget"``.
@@ -567,7 +567,7 @@ class _Run:
         :data:`~scarce.levels.MIN_PROBABILITY`, or the query budget), with a warning."""
         cfg = self.config
         if probability < MIN_PROBABILITY:
-            warn_user(f"the levels reached a probability of {probability:.3g}, below {MIN_PROBABILITY:g}, the "
+            warn_user(f"the next level would reach a probability of {probability:.3g}, below {MIN_PROBABILITY:g}, the "
                       f"smallest this engine represents (float64 rounds smaller estimates to 0): the failure is rarer "
                       f"than that, and the run stops there, flagged max_levels, with its upper bound",
                       BudgetExhaustedWarning)

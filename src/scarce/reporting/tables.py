@@ -51,8 +51,8 @@ def _percent(level: float) -> str:
     for digits in range(16):  # the fewest decimals that show the value, strictly between 0 and 100
         shown = round(value, digits)
         if 0.0 < shown < 100.0 and abs(shown - value) <= 1e-9:
-            break
-    return f"{value:.{digits}f}%"
+            return f"{value:.{digits}f}%"
+    return f"{value:.3g}%"  # beyond fifteen decimals of a percent
 
 
 def summary_table(result: EstimateResult, exact: float | None = None, confidence: float = 0.95, delta: float = 0.05):  # type: ignore[no-untyped-def]
