@@ -362,3 +362,7 @@ def test_estimate_errors_name_the_option_that_was_given():
                          (["--dim", "0"], "--dim: dim")):
         result = runner.invoke(app, ["estimate", *args])
         assert result.exit_code == 2 and f"error: {option}" in result.output, (args, result.output)
+
+
+def test_vision_setting_errors_name_the_set_item_given(tmp_path, vision_stub):
+    _refused(_vision(tmp_path, "--set", "n_eval=0"), "error: --set n_eval: n_eval must be an integer >= 1, got 0")

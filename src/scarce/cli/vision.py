@@ -9,8 +9,8 @@ from typing import Optional
 
 import typer
 
-from scarce.cli.common import (DASK, EXECUTOR, SCHEDULER, WORKERS, check_path_option, describe_os_error, fail,
-                               pool_from_options, run_warnings, stage_progress)
+from scarce.cli.common import (DASK, EXECUTOR, SCHEDULER, WORKERS, check_path_option, cli_message, describe_os_error,
+                               fail, pool_from_options, run_warnings, stage_progress)
 from scarce.cli.vision_estimate import estimate as estimate_own
 
 app = typer.Typer(no_args_is_help=False, help="MNIST misclassification under perturbation (the paper's protocol), "
@@ -89,7 +89,11 @@ def _chosen_preset(preset: str, settings: list[str], options: dict,  # type: ign
     for key, value in options.items():
         if key in overrides and overrides[key] != value:
             raise ScarceError(f"--{key} {value!r} and --set {key}={overrides[key]!r} disagree; give {key} once")
-    chosen = get_preset(preset, **{**overrides, **options})
+    try:
+        chosen = get_preset(preset, **{**overrides, **options})
+    except ScarceError as exc:  # named as given: --set key=value, or the option
+        given = {**{key: f"--set {key}" for key in overrides}, **{key: f"--{key}" for key in options}}
+        raise ScarceError(cli_message(exc, given)) from exc
     check_path_option("--data-dir", data_dir)
     if data_dir is not None and chosen.data != "mnist":
         raise ScarceError(f"--data-dir {data_dir!r} is read only by a run on the MNIST IDX files (preset paper, or "
