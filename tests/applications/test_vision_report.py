@@ -259,19 +259,21 @@ def _rewrite_payload(path, change):
     path.write_text(json.dumps(record))
 
 
-@pytest.mark.parametrize("change", [
-    lambda p: p.__setitem__("result", "x"),
-    lambda p: p["result"].__setitem__("probability", "big"),
-    lambda p: p.pop("method"),
-    lambda p: p.__setitem__("label", "two"),
-], ids=["result-text", "probability-text", "no-method", "label-text"])
-def test_a_checksummed_task_file_holding_no_task_result_is_left_out_and_named(tmp_path, finished_run, change):
+_PAYLOAD_DAMAGE = (lambda p: p.__setitem__("result", "x"), lambda p: p["result"].__setitem__("probability", "big"),
+                   lambda p: p.pop("method"), lambda p: p.__setitem__("label", "two"))
+
+
+def test_checksummed_task_files_holding_no_task_result_are_left_out_and_named(tmp_path, finished_run):
+    """A result that is text, a probability that is text, no method, a label that is text: each
+    in its own file, one report (each made a traceback before)."""
     damaged = _copy(finished_run, tmp_path, "checksummed")
-    victim = sorted((damaged / "tasks").glob("eval-*.json"))[0]
-    _rewrite_payload(victim, change)
+    victims = sorted((damaged / "tasks").glob("eval-*.json"))[:len(_PAYLOAD_DAMAGE)]
+    for victim, change in zip(victims, _PAYLOAD_DAMAGE):
+        _rewrite_payload(victim, change)
     result = runner.invoke(app, ["vision", "report", "--run-dir", str(damaged)])
     assert result.exit_code == 0, result.output
-    assert f"{victim} is damaged and left out of the report" in result.output
+    for victim in victims:
+        assert f"{victim} is damaged and left out of the report" in result.output
 
 
 @pytest.mark.parametrize("field, value", [("context", [1, 2]), ("keys", 5), ("keys", [1, 2]), ("keys", "eval"),
