@@ -14,10 +14,9 @@ square reported CoV against their root mean square relative error about the trut
 sets the root mean square reported standard error (the CoV times the run's own estimate) against
 their root mean square error, both over the truth: a run's CoV divides its standard error by its
 estimate, so where the flag keeps runs whose estimates came out high, the CoV can fall short of
-the error while the standard error does not. "missed
-below" and "missed above" split the unflagged runs' misses: the share whose interval lies below
-the truth (its upper end under it) and above it; an equal-tailed 95% interval puts 2.5% on each
-side.
+the error while the standard error does not. "missed below" and "missed above" split the
+unflagged runs' misses: the share whose interval lies below the truth (its upper end under it)
+and above it; an equal-tailed 95% interval puts 2.5% on each side.
 
     python benchmarks/hostile.py --reps 400
     python benchmarks/hostile.py --reps 400 --n-samples 2000 --scenarios jumps,steps,linear4

@@ -9,7 +9,10 @@ import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+import numpy as np
+
 from scarce.envelope import Envelope, clopper_pearson, lognormal_interval
+from scarce.errors import show
 
 #: Why a run stopped.
 STATUSES = ("converged", "stalled", "max_levels", "budget")
@@ -567,14 +570,19 @@ def _count(info: dict[str, Any], key: str) -> float | None:
     number (NaN, or an infinite count no run can have) counts as absent rather than breaking
     the flags and the interval.
     """
-    value = info.get(key)
+    number = _as_number(info.get(key))
+    return number if number is not None and math.isfinite(number) else None
+
+
+def _as_number(value: Any) -> float | None:
+    """``value`` as a float when it is a number JSON reads (an int or float, np.float64 included;
+    not a bool), else None; an integer beyond any float is no number a run writes."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
-        number = float(value)
-    except OverflowError:  # an integer beyond any float: no count the engine writes
+        return float(value)
+    except OverflowError:
         return None
-    return number if math.isfinite(number) else None
 
 
 def _nullify(value: Any, path: str, nonfinite: dict[str, str]) -> Any:
@@ -622,20 +630,20 @@ def _check_fields(data: dict[str, Any]) -> None:
         value = data[name]
         if not _is_real(value, low, high, nan):
             raise ScarceError(f"EstimateResult.from_dict: {name} must be a number in [{low:g}, {high:g}], got "
-                              f"{_shown(value)}")
+                              f"{show(value)}")
 
     real("probability", 0.0, 1.0)
     real("cov", 0.0, math.inf, nan=True)
     for name in ("n_queries", "n_samples", "n_failed"):
         if isinstance(data[name], bool) or not isinstance(data[name], int) or data[name] < 0:
-            raise ScarceError(f"EstimateResult.from_dict: {name} must be an integer >= 0, got {_shown(data[name])}")
+            raise ScarceError(f"EstimateResult.from_dict: {name} must be an integer >= 0, got {show(data[name])}")
     if not isinstance(data["reached_failure"], bool):
         raise ScarceError(f"EstimateResult.from_dict: reached_failure must be true or false, got {data['reached_failure']!r}")
     for name, allowed in (("method", None), ("status", STATUSES), ("interval", INTERVALS), ("problem", None)):
         value = data.get(name, "lognormal" if name == "interval" else "")
         if not isinstance(value, str) or (allowed is not None and value not in allowed):
             raise ScarceError(f"EstimateResult.from_dict: {name} must be "
-                              f"{'one of ' + str(allowed) if allowed else 'a string'}, got {_shown(value)}")
+                              f"{'one of ' + str(allowed) if allowed else 'a string'}, got {show(value)}")
     if data.get("level_probability") is not None:
         real("level_probability", 0.0, 1.0)
     if not isinstance(data.get("info", {}), dict) or not isinstance(data.get("levels", []), (list, tuple)):
@@ -650,20 +658,9 @@ INTERVALS = ("lognormal", "clopper-pearson")
 
 
 def _is_real(value: Any, low: float, high: float, nan: bool = False) -> bool:
-    """Whether ``value`` is a number (not a bool) in ``[low, high]``, or NaN where ``nan`` allows it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):  # what JSON reads; np.float64 is a float
-        return False
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond any float
-        return False
-    return (nan and math.isnan(number)) or low <= number <= high
-
-
-def _shown(value: Any) -> str:
-    """``repr(value)``, cut short: a file can hold a number of thousands of digits."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+    """Whether ``value`` is a number (:func:`_as_number`) in ``[low, high]``, or NaN where ``nan`` allows it."""
+    number = _as_number(value)
+    return number is not None and ((nan and math.isnan(number)) or low <= number <= high)
 
 
 def _check_counted_interval(data: dict[str, Any]) -> None:
@@ -680,6 +677,8 @@ def _check_counted_interval(data: dict[str, Any]) -> None:
 
 
 _LEVEL_COUNTS = ("level", "n_seeds", "n_queries", "n_failed")
+#: What a level record's fields must be, as :func:`_check_level` says it (the others: numbers).
+_LEVEL_KINDS = {**dict.fromkeys(_LEVEL_COUNTS, "an integer >= 0"), "stalled": "true or false"}
 
 
 def _check_level(index: int, level: Any, n_samples: int) -> None:
@@ -693,13 +692,12 @@ def _check_level(index: int, level: Any, n_samples: int) -> None:
         if name in _LEVEL_COUNTS:  # numbers.Integral: an int, or a NumPy integer
             ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
         elif name == "stalled":
-            ok = isinstance(value, bool) or type(value).__name__ == "bool_"  # Python's or NumPy's
+            ok = isinstance(value, (bool, np.bool_))
         else:
             ok = _is_real(value, -math.inf, math.inf, nan=True)
         if not ok:
             raise ScarceError(f"EstimateResult.from_dict: levels[{index}].{name} must be "
-                              f"{'an integer >= 0' if name in _LEVEL_COUNTS else 'true or false' if name == 'stalled' else 'a number'}"
-                              f", got {_shown(value)}")
+                              f"{_LEVEL_KINDS.get(name, 'a number')}, got {show(value)}")
     if isinstance(level.get("n_failed"), numbers.Integral) and level["n_failed"] > n_samples:
         raise ScarceError(f"EstimateResult.from_dict: levels[{index}].n_failed={level['n_failed']} exceeds "
                           f"n_samples={n_samples}, the size of a level's population")

@@ -152,7 +152,7 @@ def _finished_record(stored: object) -> dict:  # type: ignore[type-arg]
     from scarce.errors import ScarceError
 
     ok = (isinstance(stored, dict) and isinstance(stored.get("fingerprint"), str)
-          and isinstance(stored.get("context"), dict) and all(isinstance(k, str) for k in stored["context"])
+          and isinstance(stored.get("context"), dict)  # JSON: its keys are strings
           and isinstance(stored.get("keys", []), list) and all(isinstance(k, str) for k in stored.get("keys", [])))
     if not ok:
         raise ScarceError(f"{FINISHED} is damaged (it must hold a fingerprint, a context and the task keys); rerun "
@@ -221,10 +221,9 @@ def _vision_report(store, context, run_dir) -> None:  # type: ignore[no-untyped-
     from pathlib import Path
 
     from scarce.applications.vision.analysis import head_to_head, rank_rulers, result_rows
+    from scarce.errors import ScarceError
     from scarce.reporting.tables import print_vision_tables
     from scarce.reporting.vision import write_report
-
-    from scarce.errors import ScarceError
 
     frame, left_out = _readable_rows(store, result_rows)
     if frame.empty:
