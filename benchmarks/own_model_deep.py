@@ -8,6 +8,8 @@ default) and not. The truth is unknown at these probabilities, so each row print
 say of each other: the spread of ``log P_hat`` over the runs against the root mean square of the
 log-variance they report (``log(1 + CoV^2)``), and the most intervals that share one point (if
 every interval held the truth with probability 0.95, about 95% of them would share it).
+With ``--reference N,RUNS`` each clipped row at ``--scale`` and each ``--deeper`` row also counts the
+intervals that hold the mean of ``RUNS`` runs at ``N`` of its own setting (seeds 5000 on).
 
     python benchmarks/own_model_deep.py --scale 0.07 --reps 60 --cov-depth 50,all --deeper 0.05,0.045 \
         --reference 20000,12
@@ -29,8 +31,9 @@ def main() -> None:
     parser.add_argument("--n-samples", default="2000,8000", help="Subset Simulation's N, comma-separated")
     parser.add_argument("--cov-depth", default="", help="also run with these cov_depth values (comma-separated integers, 'all' or 'auto')")
     parser.add_argument("--reference", default="", metavar="N,RUNS",
-                        help="at --scale, clipped: the mean of RUNS runs at N (seeds 5000 on) as a reference value, "
-                             "and each clipped row at that scale prints how many of its intervals hold it")
+                        help="at --scale, clipped, and at each --deeper scale, unclipped: the mean of RUNS runs at N "
+                             "(seeds 5000 on) as a reference value, and each row of that setting prints how many of "
+                             "its intervals hold it")
     parser.add_argument("--deeper", default="", help="noise scales (comma-separated) also run unclipped at the first N, "
                                                      "with the default and each --cov-depth: rarer events in more levels")
     args = parser.parse_args()
@@ -47,7 +50,9 @@ def main() -> None:
     settings += [(args.scale, (0.0, 1.0), first, depth) for depth in depths]
     settings += [(float(scale), None, first, depth) for scale in args.deeper.split(",") if scale
                  for depth in [None, *depths]]
-    reference = _reference(model, x0, args.scale, args.reference, failure_probability, scarce)
+    # the clipped setting at --scale and the unclipped --deeper ones (not the unclipped --scale rows)
+    kept = sorted({(scale, clip) for scale, clip, _, _ in settings if clip is not None or scale != args.scale}, key=str)
+    references = {key: _reference(model, x0, *key, args.reference, failure_probability, scarce) for key in kept}
     print(f"{'scale':>5s} {'clip':10s} {'N':>5s} {'cov_depth':>9s} {'median P':>9s} {'levels':>6s} {'obs. log sd':>11s} "
           f"{'rep. log sd':>11s} {'rep/obs':>7s} {'most sharing one point':>22s}")
     for scale, clip, n, depth in settings:
@@ -57,20 +62,23 @@ def main() -> None:
             runs = [failure_probability(model, x0, scale=scale, clip=clip, estimator=estimator, seed=100 + s,
                                         device="cpu") for s in range(args.reps)]
         print(f"{scale:5.3g} ", end="")
-        _row(runs, clip, n, depth, reference if (scale, clip) == (args.scale, (0.0, 1.0)) else None)
+        _row(runs, clip, n, depth, references.get((scale, clip)))
 
 
-def _reference(model, x0, scale: float, spec: str, failure_probability, scarce) -> float | None:  # type: ignore[no-untyped-def]
-    """The mean estimate of ``RUNS`` clipped runs at ``N`` (``spec = "N,RUNS"``), printed with its CoV; None without."""
+def _reference(model, x0, scale: float, clip: tuple[float, float] | None, spec: str,  # type: ignore[no-untyped-def]
+               failure_probability, scarce) -> float | None:
+    """The mean estimate of ``RUNS`` runs at ``N`` (``spec = "N,RUNS"``) at ``scale`` and ``clip``, printed
+    with its CoV; None without."""
     if not spec:
         return None
     n, count = (int(v) for v in spec.split(","))
     estimator = scarce.SubsetSimulation(n_samples=n)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p = np.array([failure_probability(model, x0, scale=scale, estimator=estimator, seed=5000 + s,
+        p = np.array([failure_probability(model, x0, scale=scale, clip=clip, estimator=estimator, seed=5000 + s,
                                           device="cpu").probability for s in range(count)])
-    print(f"reference: the mean of {count} runs at N = {n}: {p.mean():.4g} (its CoV {p.std(ddof=1) / p.mean() / math.sqrt(count):.3f})")
+    print(f"reference at scale {scale:g}, clip {clip}: the mean of {count} runs at N = {n}: {p.mean():.4g} "
+          f"(its CoV {p.std(ddof=1) / p.mean() / math.sqrt(count):.3f})", flush=True)
     return float(p.mean())
 
 

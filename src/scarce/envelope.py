@@ -340,23 +340,34 @@ def _ancestors(lineage: list[tuple[np.ndarray, np.ndarray | None, float]], level
 
 
 def ancestor_degrees_of_freedom(lineage: list[tuple[np.ndarray, np.ndarray | None, float]], n_samples: int) -> float:
-    """Satterthwaite's degrees of freedom of :func:`lineage_variance` over level-0 ancestors (jackknifed).
+    r"""Degrees of freedom of :func:`lineage_variance` over level-0 ancestors (jackknifed): the
+    effective number of those ancestors that carry it, less one.
 
-    Level ``m``'s term is a sum over groups of level-0 ancestors, about ``K_m`` independent ones
-    (Kish's effective number, ``(sum n)^2 / sum n^2`` with ``n`` the level's chains an ancestor):
-    ``K_m - 1`` degrees of freedom. Their sum takes ``(sum T)^2 / sum (T_m^2 / (K_m - 1))``
-    (Satterthwaite 1946), a term below zero counting as zero. A deep run's genealogy coalesces
-    onto a few ancestors, so its last levels hold few degrees of freedom.
+    Grouped by level-0 ancestor, the variance is one sum over clusters,
+    ``V = sum_g C_g^2`` with ``C_g`` ancestor ``g``'s (jackknifed) sums over every level, so it has
+    the degrees of freedom of a cluster-robust variance with as many clusters as carry it:
+    Kish's effective number of the squares, ``nu = (sum C_g^2)^2 / sum C_g^4 - 1`` (at least 1).
+    Counting each level's term as an independent estimate with its own clusters (Satterthwaite
+    over the levels) claims many more, but the deep levels' terms all rest on the same few
+    ancestors. Nor can ``V`` follow the true variance down a deep run: when every hit of a level
+    seeds one chain of the next and a level's chains are of one length, ancestor ``g``'s sums
+    telescope, ``sum_l R_{g,l} / (N p_l)`` being its share of the last level's hits less its
+    share of level 0, so without the jackknife ``V`` is at most about one, the chance that two
+    of the last hits share a level-0 ancestor; beyond it only the jackknife's inflation of the
+    few groups that hold most of a level moves it. A deep run's ``nu`` is one or two.
     """
     size_0 = lineage[0][0].size
-    terms = [max(t, 0.0) for t in lineage_terms(lineage, n_samples, len(lineage), jackknife=True)]
-    spread = 0.0
-    for m, term in enumerate(terms):
-        counts = np.bincount(_ancestors(lineage, m, 0), minlength=size_0).astype(float)
-        clusters = float(counts.sum() ** 2 / np.sum(counts * counts))
-        spread += term * term / max(clusters - 1.0, 1.0)
-    total = sum(terms)
-    return total * total / spread if spread > 0.0 else float(size_0 - 1)
+    totals = np.zeros(size_0)
+    for m in range(len(lineage)):
+        res_m, _, p_m = lineage[m]
+        anc = _ancestors(lineage, m, 0)
+        group = np.bincount(anc, weights=res_m / (n_samples * p_m), minlength=size_0)
+        totals += group / np.maximum(1.0 - np.bincount(anc, minlength=size_0) / anc.size, JACKKNIFE_MIN_REST)
+    squares = totals * totals
+    spread = float(np.sum(squares * squares))
+    if not spread > 0.0:
+        return float(size_0 - 1)
+    return max(float(np.sum(squares)) ** 2 / spread - 1.0, 1.0)
 
 
 def lognormal_interval(

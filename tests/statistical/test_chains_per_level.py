@@ -116,16 +116,40 @@ def test_the_jackknife_divides_each_group_sum_by_the_rest_of_the_level():
     assert lineage_variance(two, 8, depth=5, jackknife=True) == pytest.approx(float(np.sum((g0 + g1) ** 2)))
 
 
-def test_the_whole_genealogy_takes_its_degrees_of_freedom_from_the_level_0_ancestors():
-    """A level whose chains all descend from one level-0 ancestor has one cluster: the degrees of
-    freedom fall towards 1, where the failure lineages alone would claim many."""
-    from scarce.envelope import ancestor_degrees_of_freedom
+def test_the_whole_genealogy_takes_its_degrees_of_freedom_from_the_ancestors_that_carry_it():
+    """The variance over level-0 ancestors is one sum of their squared totals: its degrees of
+    freedom are Kish's effective number of those squares less one, G - 1 when G ancestors carry
+    equal parts, about 1 when one carries nearly all of it, however many levels the run has."""
+    from scarce.envelope import ancestor_degrees_of_freedom, lineage_variance
 
+    signs = np.where(np.arange(50) % 2 == 0, 1.0, -1.0)  # residuals of level 0 summing to zero
+    quiet = [(np.zeros(50), np.arange(50), 0.1)] * 5  # five more levels, each chain its own ancestor's
+    spread = [(signs, None, 0.1), *quiet]
+    assert ancestor_degrees_of_freedom(spread, 500) == pytest.approx(49.0)
     rng = np.random.default_rng(0)
-    spread = [(rng.normal(size=50), None, 0.1), (rng.normal(size=50), np.arange(50), 0.1)]
-    coalesced = [spread[0], (rng.normal(size=50), np.zeros(50, dtype=int), 0.1)]
-    assert ancestor_degrees_of_freedom(spread, 500) > 20
-    assert ancestor_degrees_of_freedom(coalesced, 500) < ancestor_degrees_of_freedom(spread, 500)
+    # ten levels whose chains all descend from ancestors 0 and 1, with residuals of their own
+    coalesced = [(signs, None, 0.1)] + [(rng.normal(size=50), np.arange(50) % 2, 0.1) for _ in range(10)]
+    assert ancestor_degrees_of_freedom(coalesced, 500) < 2.0
+    assert lineage_variance(coalesced, 500, 11, jackknife=True) > 0.0
+
+
+def test_the_whole_genealogy_reports_at_least_depth_one_and_takes_fewer_degrees_of_freedom():
+    """Over the whole genealogy a run reports the larger of its ancestors' variance and depth 1's
+    (the same run, only the CoV differs), and the part above depth 1's takes the ancestors'
+    degrees of freedom: never more than depth 1 claims."""
+    problem = linear(dim=10, probability=1e-10)
+    above = below = 0
+    for seed in range(12):
+        whole = SubsetSimulation(n_samples=500, cov_depth="all").estimate(problem, seed=seed)
+        one = SubsetSimulation(n_samples=500, cov_depth=1).estimate(problem, seed=seed)
+        assert whole.probability == one.probability and whole.cov >= one.cov
+        if whole.cov > one.cov:
+            above += 1
+            assert whole.degrees_of_freedom() < one.degrees_of_freedom()
+        else:
+            below += 1
+            assert whole.degrees_of_freedom() == one.degrees_of_freedom()
+    assert above and below  # both branches ran
 
 
 def test_a_result_stored_before_chains_per_level_is_still_flagged():

@@ -56,8 +56,12 @@ there is little of that correlation, and the ancestors' sums only add noise, so 
 ``"auto"`` groups by level-0 ancestors once the intermediate levels reach
 :data:`DEEP_RUN_PROBABILITY`, ten levels at ``p0 = 0.1`` (at 0.2 and 0.5, whose levels are
 more and whose genealogies coalesce sooner, the jackknife over-reports on the linear problem
-at ten levels, while depth 1 holds there). That
-variance, like Au and Beck's sum, is one of ``log P_hat`` (each level adds a relative error),
+at ten levels, while depth 1 holds there). The ancestors' variance is a sum over those few
+ancestors, so it is an estimate of one or two degrees of freedom on a deep run, and it falls
+below depth 1's about as often as such an estimate lies well below its mean: the run then
+reports depth 1's, and what the ancestors add above depth 1's takes their degrees of freedom
+(:func:`scarce.envelope.ancestor_degrees_of_freedom`; Satterthwaite's combination with depth
+1's). That variance, like Au and Beck's sum, is one of ``log P_hat`` (each level adds a relative error),
 and the CoV reported is the one it implies for ``P_hat``, ``sqrt(exp(s^2) - 1)``
 (:func:`scarce.envelope.lognormal_cov`). Its level terms need enough chains, hence the default
 level probability (:func:`scarce.levels.auto_level_probability`).
@@ -240,8 +244,11 @@ class SubsetSimulation(Estimator):
         the ancestors' sums are noisier than depth 1's, while on a run a dozen levels deep on a
         real network depth 1 falls well short of the spread (module notes; the engine benchmark
         page, "The whole genealogy by default on deep runs").
-        ``info["cov_depth_used"]`` says which a run took. Either way the CoV is at least that of
-        the failures found below a level's boundary (module notes).
+        ``info["cov_depth_used"]`` says which a run took. Over the whole genealogy the variance is
+        at least depth 1's, and its part above depth 1's takes the degrees of freedom of the few
+        level-0 ancestors that carry it, which widens the interval of a deep run whose
+        ancestors' sum came out large. Either way the CoV is at least that of the failures
+        found below a level's boundary (module notes).
     stop_factor : float
         In (0, 1]. The run ends at the first level at which at least
         ``stop_factor * p0 * N`` samples have failed, and never fewer than 50 (or
@@ -513,6 +520,8 @@ class _Run:
         # variance of the failures found below the next boundary (_below_boundary_term)
         self.below_boundary_variance = 0.0
         self.cov_below_boundary = 0.0
+        # depth 1's part of the reported variance (_reported_genealogy_variance)
+        self.short_variance = 0.0
 
     def _record_lineage(self, population: Population, indicator: np.ndarray, probability: float) -> None:
         hits = np.where(population.mask, indicator, False).sum(axis=1)
@@ -721,7 +730,7 @@ class _Run:
         self.cov_au_beck = combine_cov(self.level_covs) if probability > 0 else math.inf
         variance = self.cov_au_beck**2  # of log P_hat, to first order (envelope.lognormal_cov)
         if probability > 0 and cfg.cov_depth != 0:
-            variance = max(self._genealogy_variance(self.lineage) + self.first_level_correction, 0.0)
+            variance = self._reported_genealogy_variance()
         if probability > 0 and self.below_boundary_variance > 0:
             # a CoV of P_hat itself (the estimate is proportional to that count), so its log-variance is log(1 + CoV^2)
             self.cov_below_boundary = math.sqrt(self.below_boundary_variance) / probability
@@ -751,30 +760,61 @@ class _Run:
         reach = intermediate * math.log(1.0 / self.config.level_probability)
         return "all" if reach >= math.log(1.0 / DEEP_RUN_PROBABILITY) * (1.0 - 1e-12) else 1
 
-    def _genealogy_variance(self, lineage: list, origin: bool = True) -> float:
-        """:func:`scarce.envelope.lineage_variance` of ``lineage`` at the depth this run takes.
+    def _reported_genealogy_variance(self) -> float:
+        """The genealogy's variance of ``log P_hat`` at the depth this run takes, with level 1's
+        Latin-hypercube correction; over the whole genealogy, at least depth 1's.
+
+        The whole genealogy's sum rests on the few level-0 ancestors a deep run keeps
+        (:func:`scarce.envelope.ancestor_degrees_of_freedom`): an estimate of one or two degrees of
+        freedom, which falls below depth 1's as often as a chi-square of that many lies below its
+        mean, while depth 1's sum over many parent chains measures each level's own variance well.
+        What the ancestors add is the correlation beyond one level, and on every problem measured
+        (the engine benchmark page, "Thirty levels") the spread of ``log P_hat`` exceeds depth 1's
+        variance, so a sum below depth 1's is taken as depth 1's: the positive part of the
+        difference, to which :meth:`_degrees_of_freedom` gives the ancestors' degrees of freedom.
+        :attr:`short_variance` keeps depth 1's.
+        """
+        variance = max(self._genealogy_variance(self.lineage) + self.first_level_correction, 0.0)
+        self.short_variance = variance
+        if self.cov_depth_used == "all":
+            self.short_variance = max(self._genealogy_variance(self.lineage, depth=1) + self.first_level_correction, 0.0)
+            variance = max(variance, self.short_variance)
+        return variance
+
+    def _genealogy_variance(self, lineage: list, origin: bool = True, depth: int | str | None = None) -> float:
+        """:func:`scarce.envelope.lineage_variance` of ``lineage`` at ``depth`` (by default the depth
+        this run takes).
 
         ``"all"`` groups every chain by its level-0 ancestor, with the jackknife. An integer depth
         reaches, when ``origin``, at least back to the origin level: failures that appeared some
         levels before the last and multiplied since are correlated through the chain they
         appeared in.
         """
-        depth = self.cov_depth_used
+        depth = self.cov_depth_used if depth is None else depth
         if depth == "all":
             return lineage_variance(lineage, self.n_samples, len(lineage), jackknife=True)
         depth = max(depth, len(lineage) - 1 - self.origin_level) if origin else depth
         return lineage_variance(lineage, self.n_samples, depth)
 
     def _degrees_of_freedom(self, variance: float) -> float | None:
-        """:meth:`_lineage_degrees_of_freedom`; over the whole genealogy (``"all"``), at most the level-0
-        ancestors' (:func:`scarce.envelope.ancestor_degrees_of_freedom`): the variance is then a sum
-        over those clusters, and a deep run's genealogy keeps few of them."""
-        nu = self._lineage_degrees_of_freedom(variance)
-        if nu is None or self.cov_depth_used != "all":
-            return nu
-        return min(nu, max(ancestor_degrees_of_freedom(self.lineage, self.n_samples), 1.0))
+        """:meth:`_lineage_degrees_of_freedom`; over the whole genealogy (``"all"``), Satterthwaite's
+        combination of depth 1's part (:attr:`short_variance`, with the degrees of freedom
+        depth 1 would give it) and the rest, which rests on the level-0 ancestors
+        (:func:`scarce.envelope.ancestor_degrees_of_freedom`; one or two on a deep run):
+        ``nu = V^2 / (V_1^2 / nu_1 + (V - V_1)^2 / nu_0)``."""
+        if self.cov_depth_used != "all":
+            return self._lineage_degrees_of_freedom(variance)
+        short = min(self.short_variance, variance)
+        nu_short = self._lineage_degrees_of_freedom(short, depth=1) if short > 0.0 else None
+        if nu_short is None:
+            return None
+        rest = variance - short
+        if rest <= 0.0:
+            return nu_short
+        nu_rest = ancestor_degrees_of_freedom(self.lineage, self.n_samples)
+        return variance * variance / (short * short / nu_short + rest * rest / nu_rest)
 
-    def _lineage_degrees_of_freedom(self, variance: float) -> float | None:
+    def _lineage_degrees_of_freedom(self, variance: float, depth: int | str | None = None) -> float | None:
         """Satterthwaite's degrees of freedom of the reported variance; None leaves the result's rule.
 
         The variance has two parts. The levels before the origin level (the first whose
@@ -799,7 +839,7 @@ class _Run:
         if k < 1:
             return lineages
         if cfg.cov_depth != 0:
-            before = self._genealogy_variance(self.lineage[:k], origin=False) + self.first_level_correction
+            before = self._genealogy_variance(self.lineage[:k], origin=False, depth=depth) + self.first_level_correction
         else:
             before = sum(c * c for c in self.level_covs[:k])
         before = min(max(before, 0.0), variance)
