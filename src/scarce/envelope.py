@@ -344,13 +344,17 @@ def ancestor_degrees_of_freedom(lineage: list[tuple[np.ndarray, np.ndarray | Non
     effective number of those ancestors that carry it, less one.
 
     Grouped by level-0 ancestor, the variance is one sum over clusters,
-    ``V = sum_g C_g^2`` with ``C_g`` ancestor ``g``'s (jackknifed) sums over every level, so it has
-    the degrees of freedom of a cluster-robust variance with as many clusters as carry it:
-    Kish's effective number of the squares, ``nu = (sum C_g^2)^2 / sum C_g^4 - 1`` (at least 1).
+    ``V = sum_g C_g^2`` with ``C_g`` ancestor ``g``'s (jackknifed) sums over every level, and its
+    precision is that of the few clusters that carry it. The rule taken is Kish's effective
+    number of the squares, ``nu = (sum C_g^2)^2 / sum C_g^4 - 1`` (at least 1): ``G - 1`` when
+    ``G`` totals are equal, about ``G / 3 - 1`` when they are independent normals of one scale
+    (a plug-in count, on the conservative side of a cluster-robust variance's ``G - 1``), and
+    about 1 on a deep run, where one or two ancestors carry nearly all of ``V``.
     Counting each level's term as an independent estimate with its own clusters (Satterthwaite
     over the levels) claims many more, but the deep levels' terms all rest on the same few
     ancestors. Nor can ``V`` follow the true variance down a deep run: when every hit of a level
-    seeds one chain of the next and a level's chains are of one length, ancestor ``g``'s sums
+    seeds one chain of the next and a level's chains are of one length (nearly so in this
+    engine: ties at a threshold and uneven splits of ``N`` among the seeds break it a little), ancestor ``g``'s sums
     telescope, ``sum_l R_{g,l} / (N p_l)`` being its share of the last level's hits less its
     share of level 0, so without the jackknife ``V`` is at most about one, the chance that two
     of the last hits share a level-0 ancestor; beyond it only the jackknife's inflation of the

@@ -520,8 +520,8 @@ class _Run:
         # variance of the failures found below the next boundary (_below_boundary_term)
         self.below_boundary_variance = 0.0
         self.cov_below_boundary = 0.0
-        # depth 1's part of the reported variance (_reported_genealogy_variance)
-        self.short_variance = 0.0
+        # the genealogy's variance and depth 1's part of it (_reported_genealogy_variance)
+        self.genealogy_variance = self.short_variance = 0.0
 
     def _record_lineage(self, population: Population, indicator: np.ndarray, probability: float) -> None:
         hits = np.where(population.mask, indicator, False).sum(axis=1)
@@ -779,6 +779,7 @@ class _Run:
         if self.cov_depth_used == "all":
             self.short_variance = max(self._genealogy_variance(self.lineage, depth=1) + self.first_level_correction, 0.0)
             variance = max(variance, self.short_variance)
+        self.genealogy_variance = variance
         return variance
 
     def _genealogy_variance(self, lineage: list, origin: bool = True, depth: int | str | None = None) -> float:
@@ -801,18 +802,25 @@ class _Run:
         combination of depth 1's part (:attr:`short_variance`, with the degrees of freedom
         depth 1 would give it) and the rest, which rests on the level-0 ancestors
         (:func:`scarce.envelope.ancestor_degrees_of_freedom`; one or two on a deep run):
-        ``nu = V^2 / (V_1^2 / nu_1 + (V - V_1)^2 / nu_0)``."""
+        ``nu = min(V^2 / (V_1^2 / nu_1 + (V - V_1)^2 / nu_0), nu_1)``. A heuristic: the two parts
+        come from one genealogy and the rest is a truncated difference, not the independent
+        chi-squares Satterthwaite assumed; the coverage tables of the engine benchmark page
+        ("Thirty levels") are what calibrate it. A run whose CoV is the floor of the failures
+        below a boundary takes depth 1's rule for it, as a depth-1 run does."""
         if self.cov_depth_used != "all":
             return self._lineage_degrees_of_freedom(variance)
-        short = min(self.short_variance, variance)
+        rest = self.genealogy_variance - self.short_variance  # what the ancestors add above depth 1's
+        if variance > self.genealogy_variance or rest <= 0.0:
+            # the floor from the failures below a boundary (_finish), or depth 1's variance: as at depth 1
+            return self._lineage_degrees_of_freedom(variance, depth=1)
+        short = variance - rest
         nu_short = self._lineage_degrees_of_freedom(short, depth=1) if short > 0.0 else None
         if nu_short is None:
             return None
-        rest = variance - short
-        if rest <= 0.0:
-            return nu_short
         nu_rest = ancestor_degrees_of_freedom(self.lineage, self.n_samples)
-        return variance * variance / (short * short / nu_short + rest * rest / nu_rest)
+        # Satterthwaite's combination can exceed nu_short when the rest is small; what the ancestors
+        # add never earns the interval more degrees of freedom than depth 1's part has
+        return min(variance * variance / (short * short / nu_short + rest * rest / nu_rest), nu_short)
 
     def _lineage_degrees_of_freedom(self, variance: float, depth: int | str | None = None) -> float | None:
         """Satterthwaite's degrees of freedom of the reported variance; None leaves the result's rule.
