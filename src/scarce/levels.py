@@ -156,6 +156,13 @@ MIN_CHAINS_PER_LEVEL = 100
 DEFAULT_LEVEL_PROBABILITY = 0.1
 
 
+def below_floor_message(what: str) -> str:
+    """The warning of a run that stops because ``what`` would fall below :data:`MIN_PROBABILITY`."""
+    return (f"{what} would fall below {MIN_PROBABILITY:g}, the smallest probability this engine represents "
+            "(float64 rounds smaller estimates to 0): the failure is rarer than that, and the run stops there, "
+            "flagged max_levels")
+
+
 def auto_level_probability(n_samples: int) -> float:
     r"""``p0`` for ``level_probability="auto"``: ``min(0.5, max(0.1, 100 / N))``.
 

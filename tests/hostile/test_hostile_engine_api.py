@@ -508,7 +508,7 @@ def test_levels_that_would_fall_below_the_smallest_probability_stop_the_run_flag
     from scarce.levels import MIN_PROBABILITY
 
     problem = RareEventProblem.from_score(_beyond_float64, dim=2, name="beyond")
-    with pytest.warns(BudgetExhaustedWarning, match="smallest this engine represents"):
+    with pytest.warns(BudgetExhaustedWarning, match="smallest probability this engine represents"):
         result = SubsetSimulation(n_samples=100, max_levels=1000).estimate(problem, seed=0)
     assert result.status == "max_levels" and not result.reached_failure
     assert all(level.cumulative_probability >= MIN_PROBABILITY for level in result.levels)

@@ -54,7 +54,7 @@ from scarce.errors import BudgetExhaustedWarning, FewParticlesWarning, ScarceErr
 from scarce.estimators.base import CountedEvaluation, Estimator, build_result, check_memory
 from scarce.estimators.chains import checked_params, propose_moves
 from scarce.kernels import ConditionalSampling, Kernel, KernelParams
-from scarce.levels import MIN_PROBABILITY, exceeds_budget
+from scarce.levels import MIN_PROBABILITY, below_floor_message, exceeds_budget
 from scarce.normals import check_dtype, standard_normal
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics
@@ -363,9 +363,7 @@ def _warn(status: str, replicas: list[_Replica]) -> None:
         warn_user("max_queries reached before every replica reached the failure event; returning a partial "
                   "result", BudgetExhaustedWarning)
     elif status == "max_levels" and any(r.floored for r in replicas):
-        warn_user(f"a replica's weight would fall below {MIN_PROBABILITY:g}, the smallest probability this engine "
-                  "represents (float64 rounds smaller estimates to 0): the failure is rarer than that, and the run "
-                  "stops there, flagged max_levels", BudgetExhaustedWarning)
+        warn_user(below_floor_message("a replica's weight"), BudgetExhaustedWarning)
     elif status == "max_levels":
         warn_user("max_iterations reached before the failure event", BudgetExhaustedWarning)
 

@@ -128,6 +128,7 @@ from scarce.levels import (
     MIN_CHAINS_PER_LEVEL,
     MIN_PROBABILITY,
     ThresholdChoice,
+    below_floor_message,
     check_level_sizes,
     early_stop_allowed,
     failures_to_stop,
@@ -576,9 +577,7 @@ class _Run:
         :data:`~scarce.levels.MIN_PROBABILITY`, or the query budget), with a warning."""
         cfg = self.config
         if probability < MIN_PROBABILITY:
-            warn_user(f"the next level would reach a probability of {probability:.3g}, below {MIN_PROBABILITY:g}, the "
-                      f"smallest this engine represents (float64 rounds smaller estimates to 0): the failure is rarer "
-                      f"than that, and the run stops there, flagged max_levels, with its upper bound",
+            warn_user(below_floor_message(f"the next level's probability, {probability:.3g},") + ", with its upper bound",
                       BudgetExhaustedWarning)
             return "max_levels"
         reason = stop_before_level(self.level_index + 1, cfg.max_levels, self.n_queries, cost, cfg.max_queries)
