@@ -29,8 +29,11 @@ demo: $(STAMP_VISION)
 
 # The suite runs on every core (pytest-xdist), one BLAS/torch thread per worker: the tests are
 # small, and a worker's threads would otherwise compete with the other workers for the cores.
+# Bytecode is written even where the environment sets PYTHONDONTWRITEBYTECODE: the workers, the
+# process pools and the CLI subprocesses the tests start would otherwise each compile scarce and
+# rewrite the test modules anew (about 9 s of a clean clone's suite; __pycache__ is ignored by git).
 test: $(STAMP_DEV)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto
+	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto
 
 # The documentation site, built strictly: a broken reference, a page missing from the navigation or
 # a docstring the API reference cannot parse fails the build. Output in site/.
