@@ -315,17 +315,23 @@ def lineage_terms(
         size_a = lineage[a][0].size
         groups = []  # level l's sums over the groups of ancestors at level a, for l = a..m
         for l in range(a, m + 1):
-            res_l, _, p_l = lineage[l]
-            anc = _ancestors(lineage, l, a)
-            group = np.bincount(anc, weights=res_l / (n_samples * p_l), minlength=size_a)
-            if jackknife:  # each level's group sums over the rest of that level
-                group = group / np.maximum(1.0 - np.bincount(anc, minlength=size_a) / anc.size, JACKKNIFE_MIN_REST)
-            groups.append(group)
+            groups.append(_group_sums(lineage[l], _ancestors(lineage, l, a), size_a, n_samples, jackknife))
         # np.sum, not BLAS dot: its pairwise order does not depend on the BLAS thread count,
         # so a seed gives the same CoV in a worker process as in the parent, bit for bit
         g_m = groups[-1]
         terms.append(float(np.sum(g_m * g_m)) + sum(2.0 * float(np.sum(g_l * g_m)) for g_l in groups[:-1]))
     return terms
+
+
+def _group_sums(level: tuple[np.ndarray, np.ndarray | None, float], anc: np.ndarray, size: int, n_samples: int,
+                jackknife: bool) -> np.ndarray:
+    """One level's residuals ``R / (N p)`` summed over the groups ``anc`` names (``size`` of them);
+    with ``jackknife``, each group's sum over the rest of that level (:func:`lineage_variance`)."""
+    res, _, p = level
+    group = np.bincount(anc, weights=res / (n_samples * p), minlength=size)
+    if jackknife:
+        group = group / np.maximum(1.0 - np.bincount(anc, minlength=size) / anc.size, JACKKNIFE_MIN_REST)
+    return group
 
 
 def _ancestors(lineage: list[tuple[np.ndarray, np.ndarray | None, float]], level: int, up_to: int) -> np.ndarray:
@@ -361,12 +367,13 @@ def ancestor_degrees_of_freedom(lineage: list[tuple[np.ndarray, np.ndarray | Non
     few groups that hold most of a level moves it. A deep run's ``nu`` is one or two.
     """
     size_0 = lineage[0][0].size
-    totals = np.zeros(size_0)
-    for m in range(len(lineage)):
-        res_m, _, p_m = lineage[m]
-        anc = _ancestors(lineage, m, 0)
-        group = np.bincount(anc, weights=res_m / (n_samples * p_m), minlength=size_0)
-        totals += group / np.maximum(1.0 - np.bincount(anc, minlength=size_0) / anc.size, JACKKNIFE_MIN_REST)
+    totals, anc = np.zeros(size_0), np.arange(size_0)
+    for m, level in enumerate(lineage):
+        if m:  # each chain's level-0 ancestor, one level further down the genealogy
+            if level[1] is None:
+                raise ValueError("lineage without parents above level 0")
+            anc = anc[level[1]]
+        totals += _group_sums(level, anc, size_0, n_samples, jackknife=True)
     squares = totals * totals
     spread = float(np.sum(squares * squares))
     if not spread > 0.0:
