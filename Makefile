@@ -31,7 +31,7 @@ demo: $(STAMP_VISION)
 # small, and a worker's threads would otherwise compete with the other workers for the cores.
 # Bytecode is written even where the environment sets PYTHONDONTWRITEBYTECODE: the workers, the
 # process pools and the CLI subprocesses the tests start would otherwise each compile scarce and
-# rewrite the test modules anew (about 9 s of a clean clone's suite; __pycache__ is ignored by git).
+# rewrite the test modules anew (__pycache__ is ignored by git).
 test: $(STAMP_DEV)
 	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto
 
