@@ -364,6 +364,20 @@ def test_vision_read_only_run_dir_is_a_clear_error(tmp_path, monkeypatch):
     assert "cannot write" in result.output and "Read-only file system" in result.output
 
 
+def test_a_run_directory_error_reaching_the_command_line_keeps_its_own_message():
+    """A report stage's write error reaches the command line's ``except OSError`` first: it must not
+    read "(RunDirectoryError)" in place of the original error's type."""
+    from scarce.cli.common import describe_os_error
+    from scarce.experiments.store import _os_error
+
+    error = _os_error("write", Path("/run/report/rows.parquet"), OSError(errno.EROFS, os.strerror(errno.EROFS)))
+    message = describe_os_error(error)
+    assert message == str(error) and "RunDirectoryError" not in message
+    assert message.startswith("cannot write '/run/report/rows.parquet': Read-only file system (OSError)")
+    plain = describe_os_error(PermissionError(errno.EACCES, os.strerror(errno.EACCES), "/run/x"))
+    assert plain.startswith("cannot access '/run/x': Permission denied (PermissionError); check that the run directory")
+
+
 def test_harvest_saves_use_unique_temporary_names(tmp_path):
     pytest.importorskip("torch")
     from scarce.applications.vision.offline import HarvestedData

@@ -193,7 +193,17 @@ def fail(message: str, cause: BaseException) -> NoReturn:
 
 def describe_os_error(error: OSError, check: str = "that the run directory is a writable directory with free "
                       "space and a valid name") -> str:
-    """One line for a file-system error: the path, the reason and what to ``check``."""
+    """One line for a file-system error: the path, the reason and what to ``check``.
+
+    A :class:`~scarce.experiments.store.RunDirectoryError` (an ``OSError`` and a
+    :class:`~scarce.errors.ScarceError`) already says what was attempted, on which path and why,
+    naming the original error's type: its own message is kept, not wrapped again under its own
+    class name.
+    """
+    from scarce.errors import ScarceError
+
+    if isinstance(error, ScarceError):
+        return str(error)
     where = f" {str(error.filename)!r}" if error.filename is not None else ""
     reason = error.strerror or str(error) or type(error).__name__
     return f"cannot access{where}: {reason} ({type(error).__name__}); check {check}"
