@@ -9,10 +9,14 @@ say of each other: the spread of ``log P_hat`` over the runs against the root me
 log-variance they report (``log(1 + CoV^2)``), and the most intervals that share one point (if
 every interval held the truth with probability 0.95, about 95% of them would share it).
 With ``--reference N,RUNS`` each clipped row at ``--scale`` and each ``--deeper`` row also counts the
-intervals that hold the mean of ``RUNS`` runs at ``N`` of its own setting (seeds 5000 on).
+intervals that hold the mean of ``RUNS`` runs at ``N`` of its own setting (seeds 5000 on), and
+with ``--pool R,...`` also how its runs' variances follow their estimates and how often ``R`` of
+its runs pooled hold that reference.
 
     python benchmarks/own_model_deep.py --scale 0.07 --reps 60 --cov-depth 50,all --deeper 0.05,0.045 \
         --reference 20000,12
+    python benchmarks/own_model_deep.py --scale 0.07 --reps 300 --n-samples 2000 --deeper 0.05,0.045 \
+        --reference 20000,12 --pool 3,5,10
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ def main() -> None:
                              "its intervals hold it")
     parser.add_argument("--deeper", default="", help="noise scales (comma-separated) also run unclipped at the first N, "
                                                      "with the default and each --cov-depth: rarer events in more levels")
+    parser.add_argument("--pool", default="", metavar="R,R,...",
+                        help="with --reference: also print, for each R, how often R of a row's runs pooled (the mean of "
+                             "their estimates, their standard errors added in quadrature) hold the reference, over "
+                             "4,000 random sets of R runs (seeded)")
     args = parser.parse_args()
     import torch
 
@@ -63,6 +71,8 @@ def main() -> None:
                                         device="cpu") for s in range(args.reps)]
         print(f"{scale:5.3g} ", end="")
         _row(runs, clip, n, depth, references.get((scale, clip)))
+        if args.pool and references.get((scale, clip)) is not None:
+            _pooled(runs, references[(scale, clip)], [int(r) for r in args.pool.split(",")])
 
 
 def _reference(model, x0, scale: float, clip: tuple[float, float] | None, spec: str,  # type: ignore[no-untyped-def]
@@ -122,6 +132,43 @@ def _row(runs: list, clip: tuple[float, float] | None, n: int, depth: int | str 
         held = int(((ci[:, 0] <= reference) & (reference <= ci[:, 1])).sum())
         print(f"  hold the reference: {held}/{len(runs)}, it lies above {int((reference > ci[:, 1]).sum())} and "
               f"below {int((reference < ci[:, 0]).sum())}", end="")
+    print(flush=True)
+
+
+def _pooled(runs: list, reference: float, sizes: list[int]) -> None:
+    """How the runs' own variances relate to their estimates, and how pooled runs hold the reference.
+
+    Prints the correlation of ``log P_hat`` with the reported log-variance ``log(1 + CoV^2)``
+    (an honest run's variance does not follow its estimate); the share of runs whose interval
+    would hold the reference had each reported the observed log-variance of all the runs (what
+    the interval's form gives with a perfect variance); and, for each ``R``, the share of 4,000
+    random sets of ``R`` runs whose pooled estimate (their mean, with the CoV of the root sum of
+    their squared standard errors over ``R``) has a log-normal 95% interval holding the reference,
+    and of those whose Student interval from the runs' own spread (``mean +- t s / sqrt(R)``,
+    ``R - 1`` degrees of freedom) holds it.
+    """
+    from scipy import stats
+
+    from scarce.envelope import lognormal_interval
+
+    p = np.array([r.probability for r in runs])
+    cov = np.array([r.cov for r in runs])
+    log_var = np.log1p(cov * cov)
+    observed = float(np.log(p).var())
+    oracle = np.mean([lo <= reference <= hi for lo, hi in
+                      (lognormal_interval(x, math.sqrt(math.expm1(observed))) for x in p)])
+    print(f"      corr(log P, reported log-variance) {np.corrcoef(np.log(p), log_var)[0, 1]:.2f}; with the observed "
+          f"log-variance {observed:.3f} every run would hold the reference in {oracle:.3f}", end="")
+    rng = np.random.default_rng(2026)
+    for size in sizes:
+        held = spread = 0
+        for _ in range(4000):
+            pick = rng.choice(p.size, size, replace=False)
+            mean = float(p[pick].mean())
+            lo, hi = lognormal_interval(mean, math.sqrt(float(np.sum((cov[pick] * p[pick]) ** 2))) / size / mean)
+            held += lo <= reference <= hi
+            spread += abs(mean - reference) <= stats.t.ppf(0.975, size - 1) * p[pick].std(ddof=1) / math.sqrt(size)
+        print(f"; {size} pooled: {held / 4000:.3f} (Student from their spread: {spread / 4000:.3f})", end="")
     print(flush=True)
 
 
