@@ -2,7 +2,7 @@
 
 Paper, section "Surrogate Event Design" (eq. ``cal-theory``) and appendix ``app:recall``
 (eq. ``prec-recall-def``). The cascade estimates the surrogate ``A_tau = {G(f(x)) >= tau}``;
-labelled calibration data from the *target* distribution give::
+labelled calibration data from the *target* distribution give:
 
     precision(tau) = P(T | A_tau) ~ W(bad, score >= tau) / W(score >= tau)
     recall(tau)    = P(A_tau | T) ~ W(bad, score >= tau) / W(bad)

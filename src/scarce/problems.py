@@ -5,14 +5,12 @@ Each builder returns a :class:`~scarce.problem.RareEventProblem` whose
 quadrature).  Scores follow the library convention: larger is closer to
 failure, ``failed = score >= 0``, i.e. ``score = -g`` for a limit state ``g <= 0``.
 
-========================  ====  ==================================================
-name                      d     failure event
-========================  ====  ==================================================
-``linear``                any   ``sum(u) / sqrt(d) >= beta``, ``beta = -Phi^{-1}(P)``
-``four_branch``           2     Au-Beck series system with four branches, ``k = 7``
-``chi_square``            any   ``sum(u^2) >= c``, ``c`` the chi-square(d) quantile
-``two_regions``           any   ``|u_1| >= beta``, ``P = 2 Phi(-beta)`` (two disjoint regions)
-========================  ====  ==================================================
+| name | d | failure event |
+|---|---|---|
+| ``linear`` | any | ``sum(u) / sqrt(d) >= beta``, ``beta = -Phi^{-1}(P)`` |
+| ``four_branch`` | 2 | Au-Beck series system with four branches, ``k = 7`` |
+| ``chi_square`` | any | ``sum(u^2) >= c``, ``c`` the chi-square(d) quantile |
+| ``two_regions`` | any | ``abs(u_1) >= beta``, ``P = 2 Phi(-beta)`` (two disjoint regions) |
 """
 
 from __future__ import annotations

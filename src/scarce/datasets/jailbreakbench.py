@@ -1,7 +1,7 @@
 """JailbreakBench: the attack artifacts and the JBB-Behaviors CSV files, as LLM corpus tables.
 
 The data directory (``data_dir``, else ``$SCARCE_DATA_DIR/jailbreakbench``) is laid out as in
-the JailbreakBench repositories::
+the JailbreakBench repositories:
 
     attack-artifacts/<METHOD>/<attack type>/<target model>.json   e.g. PAIR/black_box/vicuna-13b-v1.5.json
     behaviors/harmful-behaviors.csv, behaviors/benign-behaviors.csv
@@ -18,24 +18,20 @@ benchmark's judge. Two traps are handled here:
 Every reader returns a pandas DataFrame in the *corpus schema* (:data:`CORPUS_COLUMNS`), one row
 per conversation:
 
-==============  ==========  ==========================================================
-column          dtype       meaning
-==============  ==========  ==========================================================
-record_id       str         unique id, ``"<METHOD>/<attack type>/<target>/<index>"`` or
-                            ``"benign/<index>"``
-behavior_id     str         ``"harmful/<index>"`` or ``"benign/<index>"`` (JBB index)
-harmful         bool        harmful behaviour (True) or benign (False)
-method          str         ``PAIR``, ``GCG``, ``JBC``, ``DSN`` (the artifact directory);
-                            ``"none"`` for plain behaviour records
-target_model    str         target model, ``"none"`` where not applicable
-turn            Int64       attack turn; ``<NA>`` (the artifacts have no turns)
-prompt          str         the user prompt (never null)
-response        str         the target's response (``""`` when none)
-judge_score     float64     p_unsafe of a judge; NaN (the artifacts carry labels only)
-jailbroken      bool        the label: True = jailbreak ("bad")
-attack_type     str         extra: the artifact subdirectory (``black_box``, ``transfer``, ...)
-category        str         extra: the JBB behaviour category
-==============  ==========  ==========================================================
+| column | dtype | meaning |
+|---|---|---|
+| record_id | str | unique id, ``"<METHOD>/<attack type>/<target>/<index>"`` or ``"benign/<index>"`` |
+| behavior_id | str | ``"harmful/<index>"`` or ``"benign/<index>"`` (JBB index) |
+| harmful | bool | harmful behaviour (True) or benign (False) |
+| method | str | ``PAIR``, ``GCG``, ``JBC``, ``DSN`` (the artifact directory); ``"none"`` for plain behaviour records |
+| target_model | str | target model, ``"none"`` where not applicable |
+| turn | Int64 | attack turn; ``<NA>`` (the artifacts have no turns) |
+| prompt | str | the user prompt (never null) |
+| response | str | the target's response (``""`` when none) |
+| judge_score | float64 | p_unsafe of a judge; NaN (the artifacts carry labels only) |
+| jailbroken | bool | the label: True = jailbreak ("bad") |
+| attack_type | str | extra: the artifact subdirectory (``black_box``, ``transfer``, ...) |
+| category | str | extra: the JBB behaviour category |
 
 pandas is imported with this module, which :mod:`scarce.datasets` imports only on first use.
 """

@@ -2,19 +2,16 @@
 
 The simplest corpus a user has: one conversation per line (JSONL) or row (CSV) with
 
-=============  ========  ==================================================================
-column         required  meaning
-=============  ========  ==================================================================
-prompt         yes       the user's text
-response       yes       the model's answer
-label          yes       jailbroken / unsafe: ``true``/``false``, ``1``/``0``, ``yes``/``no``
-                         (``jailbroken`` is accepted as its name too)
-method         no        the attack style; ``"none"`` marks benign users (default ``"custom"``)
-target_model   no        the model that answered (default ``"unknown"``)
-record_id      no        unique id (default ``"<file stem>/<line>"``)
-behavior_id    no        the behaviour or goal the conversation is about
-judge_score    no        a judge's probability of unsafe, in [0, 1]
-=============  ========  ==================================================================
+| column | required | meaning |
+|---|---|---|
+| prompt | yes | the user's text |
+| response | yes | the model's answer |
+| label | yes | jailbroken / unsafe: ``true``/``false``, ``1``/``0``, ``yes``/``no`` (or named ``jailbroken``) |
+| method | no | the attack style; ``"none"`` marks benign users (default ``"custom"``) |
+| target_model | no | the model that answered (default ``"unknown"``) |
+| record_id | no | unique id (default ``"<file stem>/<line>"``) |
+| behavior_id | no | the behaviour or goal the conversation is about |
+| judge_score | no | a judge's probability of unsafe, in [0, 1] |
 
 Records without a label are refused, or dropped and counted (``unlabelled="drop"``,
 ``attrs["dropped_unlabelled"]``): the calibration ``C_tau`` needs every record's label.

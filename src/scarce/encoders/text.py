@@ -6,7 +6,7 @@ them with sentence-transformers, without network access. Its embeddings are 384-
 and L2-normalised.
 
 Each record is embedded in two parts, the prompt and the response, rendered as the judge's
-template writes the roles (:func:`render_conversation`)::
+template writes the roles (:func:`render_conversation`):
 
     User: <prompt>            Agent: <response>
 

@@ -3,14 +3,12 @@
 Each entry maps a name to a class, given lazily as ``"module:Class"`` (listing the names
 imports nothing) or as the class itself:
 
-==========================  ==============================================================
-name                        estimator
-==========================  ==============================================================
-``"subset_simulation"``     :class:`~scarce.estimators.SubsetSimulation` (the library's own)
-``"monte_carlo"``           :class:`~scarce.estimators.MonteCarlo` (crude Monte Carlo)
-``"amls"``                  :class:`~scarce.estimators.AMLS` (the published AMLS baseline)
-``"splitting"``             :class:`~scarce.estimators.AdaptiveMultilevelSplitting` (unbiased)
-==========================  ==============================================================
+| name | estimator |
+|---|---|
+| ``"subset_simulation"`` | :class:`~scarce.estimators.SubsetSimulation` (the library's own) |
+| ``"monte_carlo"`` | :class:`~scarce.estimators.MonteCarlo` (crude Monte Carlo) |
+| ``"amls"`` | :class:`~scarce.estimators.AMLS` (the published AMLS baseline) |
+| ``"splitting"`` | :class:`~scarce.estimators.AdaptiveMultilevelSplitting` (unbiased) |
 
 :class:`~scarce.experiments.montecarlo.ChunkedMonteCarlo` (crude Monte Carlo over
 checkpointed chunks, for ground truths of 10^8 samples and more) is not registered: estimators

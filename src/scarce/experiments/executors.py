@@ -3,7 +3,7 @@
 An experiment is a grid of independent tasks. An executor runs ``fn`` on each task and hands
 back ``(task, outcome)`` pairs *as they finish*, so the caller can write each result to a
 :class:`~scarce.experiments.store.ResultStore` at once and an interruption loses only the tasks
-still running::
+still running:
 
     with make_executor("dask", n_workers=2) as executor:
         for task, outcome in executor.submit_all(fn, tasks, shared=context):
@@ -19,14 +19,11 @@ tasks finish in, provided each task draws its randomness from its own seed (a pe
 :func:`run_grid` is the durable loop on top: it skips tasks already in a store, saves each
 result as it arrives and records a task that raised while the others go on.
 
-=================  ===================================================================
-kind               executor
-=================  ===================================================================
-``serial``         :class:`SerialExecutor`: a plain loop in this process (debugging, tests)
-``process``        :class:`ProcessExecutor`: ``concurrent.futures`` pool of spawned processes
-``dask``           :class:`DaskExecutor`: a Dask ``distributed`` cluster (an existing
-                   scheduler by address, or a ``LocalCluster`` started here)
-=================  ===================================================================
+| kind | executor |
+|---|---|
+| ``serial`` | :class:`SerialExecutor`: a plain loop in this process (debugging, tests) |
+| ``process`` | :class:`ProcessExecutor`: ``concurrent.futures`` pool of spawned processes |
+| ``dask`` | :class:`DaskExecutor`: a Dask ``distributed`` cluster (a scheduler's address, or a ``LocalCluster``) |
 
 Dask is an optional dependency (``pip install 'scarce[scale]'``), imported only when a
 :class:`DaskExecutor` connects.

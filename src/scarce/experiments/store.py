@@ -1,6 +1,6 @@
 """A run directory that keeps every finished unit of work, so an interrupted run loses nothing.
 
-Layout::
+Layout:
 
     <root>/config.json          the run's configuration and its fingerprint (written once)
     <root>/tasks/<key>.json     one file per finished task: rows, provenance and a checksum

@@ -1,6 +1,6 @@
 """Geometric rulers: scores of embeddings by proximity to failure (larger = closer to failure).
 
-Build by the paper's names and fit on labelled embeddings (``y = 1`` failure, ``0`` normal)::
+Build by the paper's names and fit on labelled embeddings (``y = 1`` failure, ``0`` normal):
 
     from scarce.rulers import make_ruler
     ruler = make_ruler("pc1_p75").fit(Z, y)

@@ -2,7 +2,7 @@
 
 An anchored family fits a model to an *anchor* population (``D_bad`` or ``D_good``) and reads
 a closeness ``c_A(z)`` from it (larger = more like the anchor). The three anchorings of the paper
-(appendix ``app:rulers``, last paragraph) are::
+(appendix ``app:rulers``, last paragraph) are:
 
     _bad       G(z) =  c_bad(z)
     _good      G(z) = -c_good(z)                    (good-anchored, sign reversed)

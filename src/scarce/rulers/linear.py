@@ -75,7 +75,7 @@ class CentroidRotationRuler(LinearRuler):
 
     Let ``a``, ``b`` be the first two principal directions of the pooled embeddings (good and
     bad together) and decompose ``d_c = alpha a + beta b + d_perp``. Then (paper, appendix
-    ``app:rulers``, "Centroid rotations")::
+    ``app:rulers``, "Centroid rotations"):
 
         d_theta = (alpha cos t - beta sin t) a + (alpha sin t + beta cos t) b + d_perp
         G(z)    = (z - o) . d_theta,   o = (mu_b + mu_g) / 2.

@@ -96,7 +96,7 @@ def whitened_distances(Z: NDArray[np.float64], anchors: list[GaussianAnchor]
 class MahalanobisRuler(AnchoredRuler):
     """Covariance-normalised closeness to the bad (and/or good) cluster.
 
-    With ``d_A(z) = sqrt((z - mu_A)^T Sigma_A^{-1} (z - mu_A))`` for anchor ``A``::
+    With ``d_A(z) = sqrt((z - mu_A)^T Sigma_A^{-1} (z - mu_A))`` for anchor ``A``:
 
         mah_bad       G(z) = -d_bad(z)
         mah_good      G(z) = +d_good(z)

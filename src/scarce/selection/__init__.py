@@ -2,7 +2,7 @@
 
 The paper's selector (section "Ruler selection", appendix ``app:llm-ranking``) is the worst-turn
 directional divergence ``S(G) = min_t KL(p_good,t || p_bad,t)`` of a ruler's score
-distributions::
+distributions:
 
     from scarce.selection import aggregate_groups
     s = aggregate_groups({turn: (good_scores, bad_scores) for ...}, "kl_good_bad", how="worst")

@@ -2,7 +2,7 @@
 
 Paper, appendix ``app:llm-ranking``, eq. ``selector-bias-decomp``: with a fleet in which a
 fraction ``eta`` is adversarial, benign mass above the surrogate threshold ``P_b(tau)`` and
-harmful mass above it ``P_h(tau)``, the calibrated estimate has relative bias::
+harmful mass above it ``P_h(tau)``, the calibrated estimate has relative bias:
 
     (p_hat_cor - eta pi) / (eta pi) = (1 - eta) / eta * P_b(tau) / P_h(tau).
 

@@ -3,7 +3,7 @@
 Two estimators, each used where it behaves best on known answers:
 
 **k-nearest-neighbour KL divergence** (:func:`knn_kl_divergence`; used by ``kl_good_bad``,
-``kl_bad_good``, ``jeffreys``). The 1-D estimator of Wang, Kulkarni & Verdu (2009)::
+``kl_bad_good``, ``jeffreys``). The 1-D estimator of Wang, Kulkarni & Verdu (2009):
 
     KL(P || Q) ~ mean_i log(nu_k(i) / rho_k(i)) + log(m / (n - 1))
 

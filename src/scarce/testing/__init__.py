@@ -1,6 +1,6 @@
 """Public check suites: the contracts a ruler, a kernel or an estimator must keep.
 
-Run them on your own component before you trust an estimate made with it::
+Run them on your own component before you trust an estimate made with it:
 
     from scarce.testing import check_estimator, check_kernel, check_ruler
 

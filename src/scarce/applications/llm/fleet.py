@@ -3,7 +3,7 @@
 A *fleet* is the population of conversations a deployed model serves: a fraction ``1 - eta`` of
 benign users and a fraction ``eta`` of adversarial ones, whose conversations are those of one
 attack group (an attack turn, or an (attack method, target model) pair). Here the fleet is the
-finite weighted set of scored records::
+finite weighted set of scored records:
 
     benign record i       weight (1 - eta) / n_benign
     adversarial record j  weight eta / n_adversarial
