@@ -142,12 +142,14 @@ def _pooled(runs: list, reference: float, sizes: list[int]) -> None:
     (an honest run's variance does not follow its estimate); the share of runs whose interval
     would hold the reference had each reported the observed log-variance of all the runs (what
     the interval's form gives with a perfect variance); and, for each ``R``, the share of 4,000
-    random sets of ``R`` runs whose pooled estimate (their mean, with the CoV of the root sum of
-    their squared standard errors over ``R``) has a log-normal 95% interval holding the reference,
-    and of those whose Student interval from the runs' own spread (``mean +- t s / sqrt(R)``,
-    ``R - 1`` degrees of freedom) holds it.
+    random sets of ``R`` runs whose pooled result (:func:`scarce.pool_results`: their mean, their
+    standard errors added in quadrature) has a 95% interval holding the reference, and of those
+    whose Student interval from the runs' own spread (``mean +- t s / sqrt(R)``, ``R - 1``
+    degrees of freedom) holds it.
     """
     from scipy import stats
+
+    from scarce import pool_results
 
     from scarce.envelope import lognormal_interval
 
@@ -165,7 +167,7 @@ def _pooled(runs: list, reference: float, sizes: list[int]) -> None:
         for _ in range(4000):
             pick = rng.choice(p.size, size, replace=False)
             mean = float(p[pick].mean())
-            lo, hi = lognormal_interval(mean, math.sqrt(float(np.sum((cov[pick] * p[pick]) ** 2))) / size / mean)
+            lo, hi = pool_results([runs[i] for i in pick]).ci(0.95)
             held += lo <= reference <= hi
             spread += abs(mean - reference) <= stats.t.ppf(0.975, size - 1) * p[pick].std(ddof=1) / math.sqrt(size)
         print(f"; {size} pooled: {held / 4000:.3f} (Student from their spread: {spread / 4000:.3f})", end="")

@@ -22,6 +22,7 @@ from scarce.errors import (
 )
 from scarce.estimators import AdaptiveMultilevelSplitting, MonteCarlo, SubsetSimulation
 from scarce.kernels import ConditionalSampling, ModifiedMetropolis, make_kernel
+from scarce.pooling import pool_results
 from scarce.problem import RareEventProblem
 from scarce.results import EstimateResult, LevelDiagnostics, LevelState
 
@@ -46,5 +47,6 @@ __all__ = [
     "StalledLevelWarning",
     "SubsetSimulation",
     "make_kernel",
+    "pool_results",
     "problems",
 ]

@@ -318,6 +318,9 @@ class EstimateResult:
             out.append(f"few particles: N = {self.n_samples // replicas:,} a "
                        f"replica, k = {self.info.get('n_killed')} killed an iteration; the replicas' interval can "
                        f"cover less than its level")
+        pooled = self.info.get("pooled_flags")  # scarce.pooling: the runs' own flags, counted
+        if isinstance(pooled, list):
+            out.extend(flag for flag in pooled if isinstance(flag, str))
         reason = self.thin_evidence_reason
         if reason == "lineages":
             out.append(f"thin evidence: failures descend from {self.info['failure_lineages']} of "
@@ -411,6 +414,9 @@ class EstimateResult:
         if first is None:
             if not self.reached_failure:
                 return (0.0, 1.0)
+            if _count(self.info, "cov_degrees_of_freedom") is not None and self.probability > 0.0 \
+                    and math.isfinite(self.cov):
+                return None  # a result without levels that states its degrees of freedom: pooled runs (scarce.pooling)
             lo, hi = lognormal_interval(self.probability, self.cov, level)
             return (lo, min(hi, 1.0))
         if not self.reached_failure:
