@@ -14,7 +14,12 @@ log-normal one for the mean (:func:`scarce.envelope.lognormal_interval`) with
 ``CoV = SE / P_hat`` and Student's ``t`` on Satterthwaite's (1946) degrees of freedom of the
 sum, ``nu = (sum v_i)^2 / sum (v_i^2 / nu_i)`` with ``v_i = (CoV_i P_i)^2`` and ``nu_i`` each
 run's own (:meth:`~scarce.results.EstimateResult.degrees_of_freedom`; a run that takes a normal
-quantile counts as infinite).
+quantile counts as infinite). The variances weigh the degrees of freedom as they came out: when
+one or two runs report most of the variance (the runs that came out high, on the problems below,
+each resting on one or two degrees of freedom), the pooled variance rests on theirs, and the
+interval can be far wider than one run's. That width is the evidence: the spread of such runs
+is carried by the few that came out high. The standard errors are combined relative to the
+largest, so that no square underflows at the smallest probabilities the engine reaches.
 
 Why the runs' own standard errors, and not the spread of their estimates: on problems where a
 single run's interval falls short, Subset Simulation runs many levels deep on a model with
@@ -28,16 +33,14 @@ five runs pooled this way hold, and where it errs wide.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
 from scarce.errors import ScarceError, show
-from scarce.results import EstimateResult
+from scarce.results import POOLED_PREFIX, EstimateResult
 
 __all__ = ["POOLED_PREFIX", "pool_results"]
-
-#: The pooled result's :attr:`~scarce.results.EstimateResult.method` is this followed by the runs' own.
-POOLED_PREFIX = "pooled "
 
 
 def pool_results(results: Sequence[EstimateResult]) -> EstimateResult:
@@ -65,26 +68,30 @@ def pool_results(results: Sequence[EstimateResult]) -> EstimateResult:
     """
     runs = _checked(results)
     count = len(runs)
-    estimates = [run.probability for run in runs]
-    variances = [(run.cov * run.probability) ** 2 for run in runs]
+    estimates = [float(run.probability) for run in runs]
     mean = math.fsum(estimates) / count
-    info: dict = {"pooled_runs": count, "pooled_probabilities": estimates, "pooled_covs": [run.cov for run in runs],
-                  "pooled_flags": _flag_counts(runs)}
-    dof = _satterthwaite(variances, [run.degrees_of_freedom() for run in runs])
+    # standard errors relative to the largest, so that no square underflows at tiny probabilities
+    log_errors = [math.log(run.cov) + math.log(p) for run, p in zip(runs, estimates)]
+    top = max(range(count), key=log_errors.__getitem__)
+    shares = [math.exp(x - log_errors[top]) for x in log_errors]
+    squares = [w * w for w in shares]
+    info: dict = {"pooled_runs": count, "pooled_probabilities": estimates,
+                  "pooled_covs": [float(run.cov) for run in runs], "pooled_flags": _flag_counts(runs)}
+    dof = _satterthwaite(squares, [run.degrees_of_freedom() for run in runs])
     if dof is not None:
         info["cov_degrees_of_freedom"] = dof
-    shares = {run.level_probability for run in runs}
+    probabilities = {run.level_probability for run in runs}
     return EstimateResult(
         method=POOLED_PREFIX + runs[0].method,
         probability=mean,
-        cov=math.sqrt(math.fsum(variances)) / count / mean,
-        n_queries=sum(run.n_queries for run in runs),
-        n_samples=sum(run.n_samples for run in runs),
-        n_failed=sum(run.n_failed for run in runs),
+        cov=float(runs[top].cov) * (estimates[top] / mean) * math.sqrt(math.fsum(squares)) / count,
+        n_queries=sum(int(run.n_queries) for run in runs),
+        n_samples=sum(int(run.n_samples) for run in runs),
+        n_failed=sum(int(run.n_failed) for run in runs),
         reached_failure=True,
         status="converged",
-        wall_time=math.fsum(run.wall_time for run in runs),
-        level_probability=shares.pop() if len(shares) == 1 else None,
+        wall_time=math.fsum(float(run.wall_time) for run in runs),
+        level_probability=probabilities.pop() if len(probabilities) == 1 else None,
         interval="lognormal",
         problem=runs[0].problem,
         info=info,
@@ -101,7 +108,8 @@ def _flag_counts(runs: list[EstimateResult]) -> list[str]:
 
 
 def _satterthwaite(variances: list[float], dofs: list[float | None]) -> float | None:
-    """``(sum v)^2 / sum (v^2 / nu)`` over the runs with degrees of freedom; None when none has any."""
+    """``(sum v)^2 / sum (v^2 / nu)`` over the runs with degrees of freedom (the variances in any
+    common unit); None when none has any."""
     spread = math.fsum(v * v / nu for v, nu in zip(variances, dofs) if nu is not None)
     if not spread > 0.0:
         return None
@@ -111,42 +119,61 @@ def _satterthwaite(variances: list[float], dofs: list[float | None]) -> float | 
 def _checked(results: object) -> list[EstimateResult]:
     """``results`` as a list of runs that can be pooled, or a ScarceError naming the one that cannot and why."""
     if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
-        raise ScarceError(f"results must be a sequence of EstimateResult, got {show(results)}")
+        raise ScarceError(f"results must be a sequence (a list or tuple) of EstimateResult, got {show(results)}")
     runs = list(results)
     if len(runs) < 2:
         raise ScarceError(f"results must hold at least 2 independent runs to pool, got {len(runs)}")
     for i, run in enumerate(runs):
-        if not isinstance(run, EstimateResult):
-            raise ScarceError(f"results[{i}] must be an EstimateResult, got {show(run)}")
         _check_run(i, run)
     for name in ("method", "problem"):
         values = sorted({getattr(run, name) for run in runs})
         if len(values) > 1:
             raise ScarceError(f"results must be runs of one estimator on one problem: their {name}s are {values}")
-    seen: dict[tuple, int] = {}
-    for i, run in enumerate(runs):
-        # two seeds can share a count (an estimate read off the first level), not every level's threshold too
-        key = (run.probability, run.cov, run.n_queries, tuple(level.threshold for level in run.levels))
-        if key in seen:
-            raise ScarceError(f"results[{seen[key]}] and results[{i}] are the same run (the same estimate, CoV, "
-                              "queries and levels): pool independent runs, each with its own seed")
-        seen[key] = i
+    _check_distinct(runs)
     return runs
 
 
-def _check_run(i: int, run: EstimateResult) -> None:
-    """A ScarceError when run ``i`` has no measured error to pool."""
+def _check_distinct(runs: list[EstimateResult]) -> None:
+    """A ScarceError when two runs are one: the same recorded seed, or the same estimate, queries and levels.
+
+    The CoV is left out of the comparison: one run's CoV computed two ways (``cov_depth``) is
+    still one run.
+    """
+    seen: dict[object, int] = {}
+    for i, run in enumerate(runs):
+        seed = run.info.get("seed")
+        keys = [("levels", run.probability, run.n_queries, tuple(level.threshold for level in run.levels))]
+        if isinstance(seed, (int, dict)) and not isinstance(seed, bool):
+            keys.insert(0, ("seed", json.dumps(seed, sort_keys=True, default=str)))
+        for key in keys:
+            if key in seen:
+                what = f"the same seed {seed!r}" if key[0] == "seed" else "the same estimate, queries and levels"
+                raise ScarceError(f"results[{seen[key]}] and results[{i}] are one run ({what}): pool independent "
+                                  "runs, each with its own seed")
+            seen[key] = i
+
+
+def _check_run(i: int, run: object) -> None:
+    """A ScarceError when run ``i`` is no valid result or has no measured error to pool."""
+    if not isinstance(run, EstimateResult):
+        raise ScarceError(f"results[{i}] must be an EstimateResult, got {show(run)}")
+    try:
+        EstimateResult.from_dict(run.to_dict())  # every field what an estimator writes
+    except ScarceError as error:
+        raise ScarceError(f"results[{i}] is not a valid result: {error}") from None
     if run.method.startswith(POOLED_PREFIX):
         raise ScarceError(f"results[{i}] is already a pooled result: pool the runs themselves, each counted once")
     if run.interval != "lognormal":
         raise ScarceError(f"results[{i}] is a {run.interval} count ({run.method}): pool counts exactly by adding "
                           "their failures and samples, as one run of all the samples")
+    left_out = ("; leaving it out of the pool would bias it (such runs' estimates differ from the others'): report "
+                "it apart, or run every seed with more samples")
     if not run.reached_failure:
         raise ScarceError(f"results[{i}] did not reach the failure event ({run.status}): it is a bound, not an "
-                          "estimate, and cannot be pooled")
+                          "estimate, and cannot be pooled" + left_out)
     if run.thin_evidence:
         raise ScarceError(f"results[{i}] carries thin evidence ({run.thin_evidence_reason}): its CoV is not its "
-                          "error (its interval falls back on its first level), so it cannot be pooled by it")
+                          "error (its interval falls back on its first level), so it cannot be pooled by it" + left_out)
     if not (run.probability > 0.0 and math.isfinite(run.cov) and run.cov > 0.0):
         raise ScarceError(f"results[{i}] has no measured error to pool: probability {run.probability!r}, "
                           f"CoV {run.cov!r}; pooling needs an estimate above 0 with a finite CoV above 0")

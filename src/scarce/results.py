@@ -22,11 +22,14 @@ STATUSES = ("converged", "stalled", "max_levels", "budget")
 #: A method not listed, and every result stored before revisions were recorded, is at revision 1;
 #: Subset Simulation's 2 is the whole genealogy's CoV for deep runs (``cov_depth="auto"``).
 ESTIMATOR_REVISIONS: dict[str, int] = {"subset_simulation": 2}
+#: A pooled result's method (:func:`scarce.pooling.pool_results`) is this followed by its runs' own.
+POOLED_PREFIX = "pooled "
 
 
 def estimator_revision(method: str) -> int:
-    """The current revision of ``method``'s results (:data:`ESTIMATOR_REVISIONS`; 1 when unlisted)."""
-    return ESTIMATOR_REVISIONS.get(method, 1)
+    """The current revision of ``method``'s results (:data:`ESTIMATOR_REVISIONS`; 1 when unlisted); a pooled
+    result's is its runs' method's."""
+    return ESTIMATOR_REVISIONS.get(method.removeprefix(POOLED_PREFIX), 1)
 #: Chains the first level with a failure must have before a lineage count can flag thin evidence.
 THIN_EVIDENCE_MIN_CHAINS = 20
 #: Below this many degrees of freedom of its interval's ``t`` quantile, a result's summary names
@@ -329,7 +332,7 @@ class EstimateResult:
             out.append(f"thin evidence: the score does not order the failures ({self.info['failures_below_boundary']} "
                        f"of the {self.info.get('failures_found', '?')} the chains found scored below their level's "
                        f"boundary; the first appeared at level {self.info['failure_origin_level']})")
-        if self.reached_failure and self.n_failed == 0 and not self.levels[1:]:
+        if self.reached_failure and self.n_failed == 0 and self.levels and not self.levels[1:]:
             bound = -math.expm1(math.log(0.05) / self.n_samples) if self.n_samples > 0 else 1.0  # 1 - 0.05^(1/N)
             out.append(f"no failure in {self.n_samples:,} samples: P <= {bound:.3g} at 95%, one-sided (about 3 / N, "
                        f"the rule of three; the interval is the exact two-sided Clopper-Pearson one)")

@@ -36,7 +36,7 @@ def test_the_pooled_estimate_is_the_mean_with_the_standard_errors_in_quadrature(
     pooled = pool_results(parts)
     variances = [(0.3e-6) ** 2, (1e-6) ** 2, (0.8e-6) ** 2]
     assert pooled.probability == pytest.approx(7e-6 / 3, rel=1e-15)
-    assert pooled.cov == pytest.approx(math.sqrt(sum(variances)) / 3 / (7e-6 / 3), rel=1e-15)
+    assert pooled.cov == pytest.approx(math.sqrt(sum(variances)) / 3 / (7e-6 / 3), rel=1e-13)
     dof = sum(variances) ** 2 / (variances[0] ** 2 / 10 + variances[1] ** 2 / 4 + variances[2] ** 2 / 30)
     assert pooled.degrees_of_freedom() == pytest.approx(dof, rel=1e-12)
     assert pooled.ci(0.9) == lognormal_interval(pooled.probability, pooled.cov, 0.9, df=pooled.degrees_of_freedom())
@@ -44,6 +44,12 @@ def test_the_pooled_estimate_is_the_mean_with_the_standard_errors_in_quadrature(
     assert pooled.info["pooled_runs"] == 3 and pooled.info["pooled_probabilities"] == [1e-6, 2e-6, 4e-6]
     assert pooled.wall_time == pytest.approx(1.5) and pooled.level_probability == 0.2 and pooled.problem == "p"
     assert pooled.flags == () and pooled.summary().startswith("pooled subset_simulation: P = 2.333e-06")
+
+
+def test_a_pool_of_runs_without_failures_counted_makes_no_claim_about_level_0():
+    """The "no failure in N samples" flag describes a run read off its first level, which a pool is not."""
+    pooled = pool_results([_result(1e-6, 0.3, n_failed=0), _result(2e-6, 0.5, n_failed=0)])
+    assert pooled.n_failed == 0 and pooled.flags == ()
 
 
 def test_runs_that_take_a_normal_quantile_give_the_pool_a_normal_quantile():
@@ -83,7 +89,7 @@ def test_two_seeds_that_share_a_count_are_not_taken_for_one_run():
     levels = _moved()
     other = tuple(dataclasses.replace(level, threshold=level.threshold + 0.5) for level in levels)
     assert pool_results([_result(0.01, 0.2, levels=levels), _result(0.01, 0.2, levels=other)]).probability == 0.01
-    with pytest.raises(ScarceError, match=r"are the same run \(the same estimate, CoV, queries and levels\)"):
+    with pytest.raises(ScarceError, match=r"are one run \(the same estimate, queries and levels\)"):
         pool_results([_result(0.01, 0.2, levels=levels), _result(0.01, 0.2, levels=levels)])
 
 
@@ -96,6 +102,33 @@ def _moved() -> tuple:
                                   acceptance_rate=0.5) for i in range(2))
 
 
+def test_tiny_probabilities_pool_as_their_rescaled_copies_do():
+    """The standard errors are combined relative to the largest: no square underflows near 1e-300."""
+    covs, dofs = [46.0, 87.0, 60.0], [3.0, 1.5, 2.0]
+    small = pool_results([_result(p * 1e-290, c, nu) for p, c, nu in zip([1e-5, 3e-6, 2e-5], covs, dofs)])
+    plain = pool_results([_result(p * 1e-100, c, nu) for p, c, nu in zip([1e-5, 3e-6, 2e-5], covs, dofs)])
+    assert small.cov == pytest.approx(plain.cov, rel=1e-12) and plain.cov > 10
+    assert small.degrees_of_freedom() == pytest.approx(plain.degrees_of_freedom(), rel=1e-12)
+    (lo, hi), (plain_lo, plain_hi) = small.ci(), plain.ci()
+    assert lo < small.probability < hi and hi / lo == pytest.approx(plain_hi / plain_lo, rel=1e-9)
+
+
+def test_the_same_seed_twice_is_one_run_whatever_its_cov(runs):
+    """One seed's run with its CoV computed another way (cov_depth=0) is the same run, not a second one."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scarce.ScarceWarning)
+        again = scarce.SubsetSimulation(n_samples=500, cov_depth=0).estimate(linear(dim=10, probability=1e-5), seed=3)
+    assert again.probability == runs[3].probability and again.cov != runs[3].cov
+    with pytest.raises(ScarceError, match=r"results\[0\] and results\[2\] are one run \(the same seed 3\)"):
+        pool_results([runs[3], runs[4], again])
+
+
+def test_a_pooled_result_takes_its_runs_estimator_revision():
+    from scarce.results import estimator_revision
+
+    assert estimator_revision("pooled subset_simulation") == estimator_revision("subset_simulation") >= 2
+
+
 def test_a_pooled_result_survives_json_and_keeps_its_interval(runs):
     pooled = pool_results(runs[:10])
     again = EstimateResult.from_json(pooled.to_json())
@@ -103,18 +136,25 @@ def test_a_pooled_result_survives_json_and_keeps_its_interval(runs):
 
 
 @pytest.mark.parametrize("results, message", [
-    ("runs", r"results must be a sequence of EstimateResult, got 'runs'"),
-    (None, r"results must be a sequence of EstimateResult, got None"),
+    ("runs", r"results must be a sequence \(a list or tuple\) of EstimateResult, got 'runs'"),
+    (None, r"results must be a sequence \(a list or tuple\) of EstimateResult, got None"),
     ([], r"results must hold at least 2 independent runs to pool, got 0"),
     ([_result(1e-6, 0.3)], r"at least 2 independent runs to pool, got 1"),
     ([_result(1e-6, 0.3), 0.5], r"results\[1\] must be an EstimateResult, got 0.5"),
     ([_result(1e-6, 0.3), _result(2e-6, 0.3, method="adaptive_multilevel_splitting")],
      r"one estimator on one problem: their methods are \['adaptive_multilevel_splitting', 'subset_simulation'\]"),
     ([_result(1e-6, 0.3), _result(2e-6, 0.3, problem="q")], r"their problems are \['p', 'q'\]"),
-    ([_result(1e-6, 0.3), _result(1e-6, 0.3)], r"results\[0\] and results\[1\] are the same run"),
+    ([_result(1e-6, 0.3), _result(1e-6, 0.4)], r"results\[0\] and results\[1\] are one run \(the same estimate, "
+                                                r"queries and levels\)"),
+    ([_result(1e-6, 0.3, info={"seed": 7}), _result(2e-6, 0.3, info={"seed": 7})],
+     r"results\[0\] and results\[1\] are one run \(the same seed 7\)"),
+    ([_result(1e-6, 0.3), _result(2e-6, 0.3, info=None)], r"results\[1\] is not a valid result: .*info must be a dict"),
+    ([_result(1e-6, 0.3), _result(2e-6, 0.3, n_queries=np.int64(5))],
+     r"results\[1\] is not a valid result: .*n_queries must be an integer >= 0, got np.int64\(5\)"),
+    ([_result(1e-6, 0.3), _result(2e-6, 0.3, problem=None)], r"results\[1\] is not a valid result: .*problem must be a string"),
     ([_result(1e-6, 0.3), _result(2e-6, 0.3, reached_failure=False, status="budget")],
      r"results\[1\] did not reach the failure event \(budget\): it is a bound"),
-    ([_result(1e-6, 0.3), _result(0.01, 0.1, method="monte_carlo", interval="clopper-pearson")],
+    ([_result(1e-6, 0.3), _result(0.1, 0.1, method="monte_carlo", interval="clopper-pearson")],
      r"results\[1\] is a clopper-pearson count \(monte_carlo\): pool counts exactly"),
     ([_result(1e-6, math.inf), _result(2e-6, 0.3)], r"results\[0\] has no measured error to pool: probability 1e-06, CoV inf"),
     ([_result(0.0, 0.3), _result(2e-6, 0.3)], r"results\[0\] has no measured error"),
