@@ -147,14 +147,19 @@ def _pooled(runs: list, reference: float, sizes: list[int]) -> None:
     (:func:`scarce.pool_results`) has a 95% interval holding the reference, the median ratio of
     its ends and its median degrees of freedom, and the share whose Student interval from the
     runs' own spread (``mean +- t s / sqrt(R)``, ``R - 1`` degrees of freedom) holds it. A row
-    with a run that did not reach the failure or carries thin evidence is not pooled: leaving
-    such runs out would bias the pool.
+    with a run that did not reach the failure, carries thin evidence or measured no error prints
+    only that: leaving such runs out would bias the pool.
     """
     from scipy import stats
 
     from scarce import pool_results
     from scarce.envelope import lognormal_interval
 
+    if any(not r.reached_failure or r.thin_evidence or not r.probability > 0.0 or not math.isfinite(r.cov)
+           for r in runs):
+        print("      not pooled: some runs did not reach the failure, carry thin evidence or have no measured error",
+              flush=True)
+        return
     p = np.array([r.probability for r in runs])
     cov = np.array([r.cov for r in runs])
     observed = float(np.log(p).var())
@@ -164,9 +169,6 @@ def _pooled(runs: list, reference: float, sizes: list[int]) -> None:
     print(f"      corr(log P, reported log-variance) {np.corrcoef(np.log(p), np.log1p(cov * cov))[0, 1]:.2f}; with the "
           f"observed log-variance {observed:.3f} every run would hold the reference in {oracle:.3f}; one run's "
           f"interval: ends {width:.3g} apart (median ratio)", end="")
-    if any(not r.reached_failure or r.thin_evidence for r in runs):
-        print("; not pooled: some runs did not reach the failure or carry thin evidence", flush=True)
-        return
     rng = np.random.default_rng(2026)
     for size in sizes:
         held, spread, ratios, dofs = 0, 0, [], []

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Sequence
 
 from scarce.errors import ScarceError, show
@@ -50,9 +51,13 @@ def pool_results(results: Sequence[EstimateResult]) -> EstimateResult:
     ----------
     results : sequence of EstimateResult
         At least two runs, each with its own seed, that reached the failure event and measured
-        their error: a run that did not reach it is a bound, not an estimate; a thin-evidence
-        run's CoV is not its error (its interval falls back on its first level); a Monte Carlo
-        count is pooled exactly by adding the counts (one run of all the samples).
+        their error. They must be runs of one problem: only the results' ``method`` and
+        ``problem`` names are compared, and a name need not tell two problems apart (the vision
+        problems' names give the noise, the label and the score, not the input or the model).
+        Refused: a run that did not reach the failure event (a bound, not an estimate); a
+        thin-evidence run (its CoV is not its error: its interval falls back on its first
+        level); a Monte Carlo count (pooled exactly by adding the counts, as one run of all the
+        samples).
 
     Returns
     -------
@@ -84,7 +89,8 @@ def pool_results(results: Sequence[EstimateResult]) -> EstimateResult:
     return EstimateResult(
         method=POOLED_PREFIX + runs[0].method,
         probability=mean,
-        cov=float(runs[top].cov) * (estimates[top] / mean) * math.sqrt(math.fsum(squares)) / count,
+        # the bracket is bounded (by R), so only the one product with the largest CoV can be large
+        cov=float(runs[top].cov) * ((estimates[top] / mean) * (math.sqrt(math.fsum(squares)) / count)),
         n_queries=sum(int(run.n_queries) for run in runs),
         n_samples=sum(int(run.n_samples) for run in runs),
         n_failed=sum(int(run.n_failed) for run in runs),
@@ -134,7 +140,8 @@ def _checked(results: object) -> list[EstimateResult]:
 
 
 def _check_distinct(runs: list[EstimateResult]) -> None:
-    """A ScarceError when two runs are one: the same recorded seed, or the same estimate, queries and levels.
+    """A ScarceError when two runs are not independent: a shared recorded seed (whatever their
+    settings, they draw the same random numbers), or the same estimate, queries and levels.
 
     The CoV is left out of the comparison: one run's CoV computed two ways (``cov_depth``) is
     still one run.
@@ -143,13 +150,17 @@ def _check_distinct(runs: list[EstimateResult]) -> None:
     for i, run in enumerate(runs):
         seed = run.info.get("seed")
         keys = [("levels", run.probability, run.n_queries, tuple(level.threshold for level in run.levels))]
-        if isinstance(seed, (int, dict)) and not isinstance(seed, bool):
+        if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+            keys.insert(0, ("seed", json.dumps(int(seed))))
+        elif isinstance(seed, dict):
             keys.insert(0, ("seed", json.dumps(seed, sort_keys=True, default=str)))
         for key in keys:
             if key in seen:
-                what = f"the same seed {seed!r}" if key[0] == "seed" else "the same estimate, queries and levels"
-                raise ScarceError(f"results[{seen[key]}] and results[{i}] are one run ({what}): pool independent "
-                                  "runs, each with its own seed")
+                raise ScarceError(
+                    f"results[{seen[key]}] and results[{i}] " + (
+                        f"share the seed {seed!r}: their random numbers are the same, so they are not independent"
+                        if key[0] == "seed" else "are one run (the same estimate, queries and levels)")
+                    + "; pool independent runs, each with its own seed")
             seen[key] = i
 
 
@@ -161,6 +172,9 @@ def _check_run(i: int, run: object) -> None:
         EstimateResult.from_dict(run.to_dict())  # every field what an estimator writes
     except ScarceError as error:
         raise ScarceError(f"results[{i}] is not a valid result: {error}") from None
+    except (TypeError, ValueError, RecursionError) as error:  # levels that are no level records, info that cannot be copied
+        raise ScarceError(f"results[{i}] is not a valid result: its fields cannot be read as a result's "
+                          f"({type(error).__name__}: {error})") from None
     if run.method.startswith(POOLED_PREFIX):
         raise ScarceError(f"results[{i}] is already a pooled result: pool the runs themselves, each counted once")
     if run.interval != "lognormal":

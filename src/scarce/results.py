@@ -332,7 +332,8 @@ class EstimateResult:
             out.append(f"thin evidence: the score does not order the failures ({self.info['failures_below_boundary']} "
                        f"of the {self.info.get('failures_found', '?')} the chains found scored below their level's "
                        f"boundary; the first appeared at level {self.info['failure_origin_level']})")
-        if self.reached_failure and self.n_failed == 0 and self.levels and not self.levels[1:]:
+        read_off = (self.levels and not self.levels[1:]) or (not self.levels and self.interval == "clopper-pearson")
+        if self.reached_failure and self.n_failed == 0 and read_off:
             bound = -math.expm1(math.log(0.05) / self.n_samples) if self.n_samples > 0 else 1.0  # 1 - 0.05^(1/N)
             out.append(f"no failure in {self.n_samples:,} samples: P <= {bound:.3g} at 95%, one-sided (about 3 / N, "
                        f"the rule of three; the interval is the exact two-sided Clopper-Pearson one)")

@@ -113,13 +113,18 @@ def test_tiny_probabilities_pool_as_their_rescaled_copies_do():
     assert lo < small.probability < hi and hi / lo == pytest.approx(plain_hi / plain_lo, rel=1e-9)
 
 
+def test_covs_near_the_largest_double_pool_to_a_finite_cov():
+    pooled = pool_results([_result(1e-6, 1.7e308), _result(1e-6, 1.7e308, n_queries=5)])
+    assert pooled.cov == pytest.approx(1.7e308 / math.sqrt(2), rel=1e-12)
+
+
 def test_the_same_seed_twice_is_one_run_whatever_its_cov(runs):
     """One seed's run with its CoV computed another way (cov_depth=0) is the same run, not a second one."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", scarce.ScarceWarning)
         again = scarce.SubsetSimulation(n_samples=500, cov_depth=0).estimate(linear(dim=10, probability=1e-5), seed=3)
     assert again.probability == runs[3].probability and again.cov != runs[3].cov
-    with pytest.raises(ScarceError, match=r"results\[0\] and results\[2\] are one run \(the same seed 3\)"):
+    with pytest.raises(ScarceError, match=r"results\[0\] and results\[2\] share the seed 3"):
         pool_results([runs[3], runs[4], again])
 
 
@@ -147,7 +152,9 @@ def test_a_pooled_result_survives_json_and_keeps_its_interval(runs):
     ([_result(1e-6, 0.3), _result(1e-6, 0.4)], r"results\[0\] and results\[1\] are one run \(the same estimate, "
                                                 r"queries and levels\)"),
     ([_result(1e-6, 0.3, info={"seed": 7}), _result(2e-6, 0.3, info={"seed": 7})],
-     r"results\[0\] and results\[1\] are one run \(the same seed 7\)"),
+     r"results\[0\] and results\[1\] share the seed 7: their random numbers are the same"),
+    ([_result(1e-6, 0.3), _result(2e-6, 0.3, levels=None)], r"results\[1\] is not a valid result: its fields cannot "
+                                                             r"be read as a result's \(TypeError"),
     ([_result(1e-6, 0.3), _result(2e-6, 0.3, info=None)], r"results\[1\] is not a valid result: .*info must be a dict"),
     ([_result(1e-6, 0.3), _result(2e-6, 0.3, n_queries=np.int64(5))],
      r"results\[1\] is not a valid result: .*n_queries must be an integer >= 0, got np.int64\(5\)"),
