@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -379,6 +380,20 @@ def ancestor_degrees_of_freedom(lineage: list[tuple[np.ndarray, np.ndarray | Non
     if not spread > 0.0:
         return float(size_0 - 1)
     return max(float(np.sum(squares)) ** 2 / spread - 1.0, 1.0)
+
+
+def satterthwaite_degrees_of_freedom(total: float, parts: Iterable[tuple[float, float | None]]) -> float | None:
+    r"""Satterthwaite's (1946) degrees of freedom of a variance ``total`` made of independent parts.
+
+    Each part ``(v_k, nu_k)`` is an estimated variance on ``nu_k`` degrees of freedom (None:
+    known exactly, as infinitely many), and
+    ``nu = total^2 / sum_k (v_k^2 / nu_k)``, the degrees of freedom of the chi-square whose first
+    two moments match the sum's. None when no part carries any uncertainty.
+    """
+    spread = math.fsum(v * v / nu for v, nu in parts if nu is not None)
+    if not spread > 0.0:
+        return None
+    return total * total / spread
 
 
 def lognormal_interval(

@@ -38,6 +38,7 @@ import math
 import numbers
 from collections.abc import Sequence
 
+from scarce.envelope import satterthwaite_degrees_of_freedom
 from scarce.errors import ScarceError, show
 from scarce.results import POOLED_PREFIX, EstimateResult
 
@@ -82,7 +83,7 @@ def pool_results(results: Sequence[EstimateResult]) -> EstimateResult:
     squares = [w * w for w in shares]
     info: dict = {"pooled_runs": count, "pooled_probabilities": estimates,
                   "pooled_covs": [float(run.cov) for run in runs], "pooled_flags": _flag_counts(runs)}
-    dof = _satterthwaite(squares, [run.degrees_of_freedom() for run in runs])
+    dof = satterthwaite_degrees_of_freedom(math.fsum(squares), zip(squares, [run.degrees_of_freedom() for run in runs]))
     if dof is not None:
         info["cov_degrees_of_freedom"] = dof
     probabilities = {run.level_probability for run in runs}
@@ -111,15 +112,6 @@ def _flag_counts(runs: list[EstimateResult]) -> list[str]:
         for flag in run.flags:
             counts[flag] = counts.get(flag, 0) + 1
     return [f"{n} of {len(runs)} runs: {flag}" for flag, n in counts.items()]
-
-
-def _satterthwaite(variances: list[float], dofs: list[float | None]) -> float | None:
-    """``(sum v)^2 / sum (v^2 / nu)`` over the runs with degrees of freedom (the variances in any
-    common unit); None when none has any."""
-    spread = math.fsum(v * v / nu for v, nu in zip(variances, dofs) if nu is not None)
-    if not spread > 0.0:
-        return None
-    return math.fsum(variances) ** 2 / spread
 
 
 def _checked(results: object) -> list[EstimateResult]:

@@ -324,3 +324,14 @@ def test_chain_and_design_arrays_of_the_wrong_shape_are_named():
         Envelope.from_running(None, 0.1, 0.05)
     assert level_cov(0.1, 100, 1.0) == pytest.approx(math.sqrt(0.9 / 10 * 2))
     assert combine_cov([0.1, math.inf]) == math.inf
+
+
+def test_satterthwaite_degrees_of_freedom_of_a_sum_of_variances():
+    from scarce.envelope import satterthwaite_degrees_of_freedom
+
+    # two equal parts on 4 degrees of freedom each: a chi-square of 8
+    assert satterthwaite_degrees_of_freedom(2.0, [(1.0, 4.0), (1.0, 4.0)]) == pytest.approx(8.0, rel=1e-15)
+    # a part known exactly adds nothing to the spread: 3^2 / (1 / 2)
+    assert satterthwaite_degrees_of_freedom(3.0, [(1.0, 2.0), (2.0, None)]) == pytest.approx(18.0, rel=1e-15)
+    assert satterthwaite_degrees_of_freedom(3.0, [(3.0, None)]) is None
+    assert satterthwaite_degrees_of_freedom(0.0, []) is None

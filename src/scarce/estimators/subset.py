@@ -102,6 +102,7 @@ from scarce.envelope import (
     level_cov,
     lineage_variance,
     lognormal_cov,
+    satterthwaite_degrees_of_freedom,
 )
 from scarce.checks import check_choice, check_flag, check_in_interval, check_positive_int, warn_user
 from scarce.errors import (
@@ -819,7 +820,7 @@ class _Run:
         nu_rest = ancestor_degrees_of_freedom(self.lineage, self.n_samples)
         # Satterthwaite's combination can exceed nu_short when the rest is small; what the ancestors
         # add never earns the interval more degrees of freedom than depth 1's part has
-        return min(variance * variance / (short * short / nu_short + rest * rest / nu_rest), nu_short)
+        return min(satterthwaite_degrees_of_freedom(variance, [(short, nu_short), (rest, nu_rest)]), nu_short)
 
     def _lineage_degrees_of_freedom(self, variance: float, depth: int | str | None = None) -> float | None:
         """Satterthwaite's degrees of freedom of the reported variance; None leaves the result's rule.
@@ -852,7 +853,7 @@ class _Run:
         before = min(max(before, 0.0), variance)
         after = variance - before
         chains = max(min(self.lineage[l][0].size for l in range(k)) - 1.0, 1.0)
-        return variance * variance / (before * before / chains + after * after / lineages)
+        return satterthwaite_degrees_of_freedom(variance, [(before, chains), (after, lineages)])
 
     def _failure_lineages(self, population: Population) -> tuple[int, float]:
         """Chains of the first level that held a failure that the last failures descend from.
