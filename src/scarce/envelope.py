@@ -375,11 +375,19 @@ def ancestor_degrees_of_freedom(lineage: list[tuple[np.ndarray, np.ndarray | Non
                 raise ValueError("lineage without parents above level 0")
             anc = anc[level[1]]
         totals += _group_sums(level, anc, size_0, n_samples, jackknife=True)
-    squares = totals * totals
-    spread = float(np.sum(squares * squares))
+    effective = kish_effective_number(totals * totals)
+    return float(size_0 - 1) if effective is None else max(effective - 1.0, 1.0)
+
+
+def kish_effective_number(weights: np.ndarray) -> float | None:
+    """Kish's (1965) effective number of nonnegative weights, ``(sum w)^2 / sum w^2`` (None when all are 0).
+
+    ``G`` for ``G`` equal weights, close to 1 when one weight holds nearly all of the sum.
+    """
+    spread = float(np.sum(weights * weights))
     if not spread > 0.0:
-        return float(size_0 - 1)
-    return max(float(np.sum(squares)) ** 2 / spread - 1.0, 1.0)
+        return None
+    return float(np.sum(weights)) ** 2 / spread
 
 
 def satterthwaite_degrees_of_freedom(total: float, parts: Iterable[tuple[float, float | None]]) -> float | None:

@@ -335,3 +335,13 @@ def test_satterthwaite_degrees_of_freedom_of_a_sum_of_variances():
     assert satterthwaite_degrees_of_freedom(3.0, [(1.0, 2.0), (2.0, None)]) == pytest.approx(18.0, rel=1e-15)
     assert satterthwaite_degrees_of_freedom(3.0, [(3.0, None)]) is None
     assert satterthwaite_degrees_of_freedom(0.0, []) is None
+
+
+def test_kish_effective_number_counts_equal_weights_and_one_dominant_weight():
+    """G equal weights count G; one weight holding nearly all counts about 1; all zero is None (no count)."""
+    from scarce.envelope import kish_effective_number
+
+    assert kish_effective_number(np.full(7, 0.3)) == pytest.approx(7.0)
+    assert kish_effective_number(np.array([1e6, 1.0, 1.0])) == pytest.approx(1.0, abs=1e-5)
+    assert kish_effective_number(np.array([3.0, 1.0])) == pytest.approx(16.0 / 10.0)
+    assert kish_effective_number(np.zeros(4)) is None and kish_effective_number(np.zeros(0)) is None

@@ -98,6 +98,7 @@ from scarce.envelope import (
     ancestor_degrees_of_freedom,
     chain_correlation_factor,
     combine_cov,
+    kish_effective_number,
     latin_hypercube_variance,
     level_cov,
     lineage_variance,
@@ -871,9 +872,8 @@ class _Run:
         per_chain = np.isposinf(np.where(population.mask, population.score, 0.0)).sum(axis=1)
         weights = np.bincount(self.origin, weights=per_chain)
         weights = weights[weights > 0]
-        if weights.size == 0:
-            return 0, 0.0
-        return int(weights.size), float(np.sum(weights) ** 2 / np.sum(weights * weights))
+        effective = kish_effective_number(weights)
+        return (0, 0.0) if effective is None else (int(weights.size), effective)
 
     def _counts_seeds(self, population: Population) -> bool:
         """Whether seeds taken from ``population`` count among the next level's samples."""
