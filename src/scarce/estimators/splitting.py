@@ -101,7 +101,12 @@ class AdaptiveMultilevelSplitting(Estimator):
         estimate is skewed, the moves' bias shows, and the replicas' interval covers less than
         its level (the benchmark page on splitting): keep ``N`` at least 100 and ``k`` at most
         ``0.9 N``; a run outside them warns (:class:`~scarce.errors.FewParticlesWarning`) and
-        is flagged (:func:`few_particles`).
+        is flagged (:func:`few_particles`). Each iteration also costs the engine a fixed amount
+        of work besides its ``T K`` model calls (the kernel's adaptation, and with
+        :class:`~scarce.kernels.ResponseSurfaceSampling` the check and proposal grid of the
+        surface at the new level): with a model that costs little, a larger ``N`` at the same
+        ``k / N`` spreads that work over more calls at about the same CoV for the queries spent
+        (the benchmark page on splitting compares ``N = 1000, k = 500`` with ``N = 2000, k = 1000``).
     n_steps : int
         ``T``, kernel moves of each copy (>= 1). One leaves the copies next to their parents; beyond
         three, more moves cost queries in proportion and lower the CoV little (the documentation's
