@@ -380,9 +380,10 @@ def ancestor_degrees_of_freedom(lineage: list[tuple[np.ndarray, np.ndarray | Non
 
 
 def kish_effective_number(weights: np.ndarray) -> float | None:
-    """Kish's (1965) effective number of nonnegative weights, ``(sum w)^2 / sum w^2`` (None when all are 0).
+    """Kish's (1965) effective number of nonnegative weights, ``(sum w)^2 / sum w^2``.
 
-    ``G`` for ``G`` equal weights, close to 1 when one weight holds nearly all of the sum.
+    ``G`` for ``G`` equal weights, close to 1 when one weight holds nearly all of the sum; None
+    when ``sum w^2`` is 0 or NaN.
     """
     spread = float(np.sum(weights * weights))
     if not spread > 0.0:

@@ -105,8 +105,9 @@ class AdaptiveMultilevelSplitting(Estimator):
         of work besides its ``T K`` model calls (the kernel's adaptation, and with
         :class:`~scarce.kernels.ResponseSurfaceSampling` the check and proposal grid of the
         surface at the new level): with a model that costs little, a larger ``N`` at the same
-        ``k / N`` spreads that work over more calls at about the same CoV for the queries spent
-        (the benchmark page on splitting compares ``N = 1000, k = 500`` with ``N = 2000, k = 1000``).
+        ``k / N`` spreads that work over more calls (the benchmark page on splitting compares
+        ``N = 1000, k = 500`` with ``N = 2000, k = 1000`` under the surface kernel, one move a
+        copy: the same CoV for the queries spent).
     n_steps : int
         ``T``, kernel moves of each copy (>= 1). One leaves the copies next to their parents; beyond
         three, more moves cost queries in proportion and lower the CoV little (the documentation's
