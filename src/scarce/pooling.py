@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+from collections import Counter
 from collections.abc import Sequence
 
 from scarce.envelope import satterthwaite_degrees_of_freedom
@@ -107,10 +108,7 @@ def pool_results(results: Sequence[EstimateResult]) -> EstimateResult:
 
 def _flag_counts(runs: list[EstimateResult]) -> list[str]:
     """Each flag some run carries, with how many of the runs carry it (``"3 of 10 runs: few chains: ..."``)."""
-    counts: dict[str, int] = {}
-    for run in runs:
-        for flag in run.flags:
-            counts[flag] = counts.get(flag, 0) + 1
+    counts = Counter(flag for run in runs for flag in run.flags)  # in the order first seen
     return [f"{n} of {len(runs)} runs: {flag}" for flag, n in counts.items()]
 
 
